@@ -1,0 +1,68 @@
+"""Alembic environment: async engine, URL from the environment, checkpointer tables left alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from alembic import context
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.db.models import Base
+from app.db.urls import sqlalchemy_url
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
+    if not url:
+        from app.config import load_settings
+
+        url = load_settings().database_url
+    if not url:
+        raise RuntimeError("set DATABASE_URL (or THREADKEEPER_DATABASE_URL) to run migrations")
+    return sqlalchemy_url(url)
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """LangGraph's checkpointer owns the checkpoint* tables; autogenerate must not drop them."""
+    if type_ == "table" and name is not None and name.startswith("checkpoint"):
+        return False
+    return True
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        include_name=include_name,
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_async() -> None:
+    engine = create_async_engine(_url())
+    async with engine.connect() as conn:
+        await conn.run_sync(_run)
+    await engine.dispose()
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+    else:
+        asyncio.run(_run_async())

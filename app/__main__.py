@@ -1,0 +1,83 @@
+"""Command line: ``python -m app serve [--migrate]``, ``python -m app worker``, ``python -m app migrate``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+
+import msgspec
+import structlog
+
+from app.config import load_settings
+from app.logging import configure_logging
+
+
+def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = load_settings()
+    overrides: dict[str, object] = {}
+    if args.migrate:
+        overrides["migrate_on_start"] = True
+    if args.host:
+        overrides["host"] = args.host
+    if args.port:
+        overrides["port"] = args.port
+    if overrides:
+        settings = msgspec.structs.replace(settings, **overrides)
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
+
+
+def _migrate(_: argparse.Namespace) -> None:
+    from app.container import resolve_database_url
+    from app.db.migrate import upgrade_head
+
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    upgrade_head(resolve_database_url(settings))
+    structlog.get_logger().info("migrated")
+
+
+def _worker(args: argparse.Namespace) -> None:
+    from app.container import build_container
+
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_json)
+
+    async def main() -> None:
+        container = await build_container(settings, migrate=args.migrate, start_worker=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        structlog.get_logger().info("worker_started", holder=container.worker.holder)
+        await stop.wait()
+        await container.close()
+
+    asyncio.run(main())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m app", description="Threadkeeper")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP API (and the in-process worker)")
+    serve.add_argument("--migrate", action="store_true", help="apply migrations first")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=_serve)
+    worker = sub.add_parser("worker", help="run only the worker (deploy)")
+    worker.add_argument("--migrate", action="store_true")
+    worker.set_defaults(func=_worker)
+    sub.add_parser("migrate", help="alembic upgrade head").set_defaults(func=_migrate)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

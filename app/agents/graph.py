@@ -1,0 +1,72 @@
+"""Graph assembly only: model + tools + middlewares, compiled with the PostgreSQL checkpointer."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from app.agents.context import AgentContext
+from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
+
+#: What this agent can do beyond chatting; the state endpoint reports it.
+DEFAULT_CAPABILITIES: dict[str, bool] = {"manual_compression": True}
+
+
+@dataclass
+class AgentRuntime:
+    """The compiled graph plus what the services need to reason about its context."""
+
+    graph: CompiledStateGraph[Any, Any, Any, Any]
+    compressor: ContextCompressor
+    system_message: SystemMessage
+    tools: list[BaseTool]
+    capabilities: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_CAPABILITIES))
+    recursion_limit: int = 40
+
+    def config_for(self, thread_id: uuid.UUID | str) -> dict[str, Any]:
+        return {
+            "configurable": {"thread_id": str(thread_id)},
+            "recursion_limit": self.recursion_limit,
+        }
+
+
+def build_agent_runtime(
+    *,
+    model: BaseChatModel,
+    tools: list[BaseTool],
+    compressor: ContextCompressor,
+    system_prompt: str,
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    approval_tools: frozenset[str] = frozenset(),
+    capabilities: dict[str, bool] | None = None,
+) -> AgentRuntime:
+    middleware: list[Any] = [SummaryMiddleware(compressor)]
+    gated = {name: True for name in approval_tools if any(t.name == name for t in tools)}
+    if gated:
+        middleware.append(HumanInTheLoopMiddleware(interrupt_on=gated))
+    system_message = SystemMessage(content=system_prompt)
+    graph = create_agent(
+        model=model,
+        tools=tools,
+        system_prompt=system_message,
+        middleware=middleware,
+        context_schema=AgentContext,
+        checkpointer=checkpointer,
+        name="threadkeeper",
+    )
+    return AgentRuntime(
+        graph=graph,
+        compressor=compressor,
+        system_message=system_message,
+        tools=tools,
+        capabilities=dict(capabilities or DEFAULT_CAPABILITIES),
+    )

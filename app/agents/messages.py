@@ -1,0 +1,26 @@
+"""Small helpers over LangChain messages shared by the worker, the state endpoint and tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+MARKER = "threadkeeper"
+
+
+def message_text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return message.text
+
+
+def marker(message: BaseMessage) -> dict[str, Any]:
+    value = (message.additional_kwargs or {}).get(MARKER)
+    return value if isinstance(value, dict) else {}
+
+
+def offload_info(message: BaseMessage) -> dict[str, Any] | None:
+    value = marker(message).get("offloaded")
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,644 @@
+"""Summary middleware: keeps every model request under ONE token threshold (DESIGN 3).
+
+Order of operations, cheapest and least lossy first:
+
+1. count the request (system prompt + tool schemas + messages); below the threshold: send as is;
+2. deterministic pass: offload large tool results to the Workdir and show a preview instead
+   (no model call, nothing lost: the full text stays readable with ``read_workdir_file``);
+3. still over: summarize the oldest part with the summarizer, keep the recent part and always
+   the current user turn verbatim, never splitting an AI tool call from its tool results;
+4. a provider context-overflow error forces step 3 and one retry with a strictly smaller request.
+
+The pieces are small pure functions so each rule is unit-testable; ``ContextCompressor`` chains
+them and is shared by the middleware (automatic path) and the service (manual path).
+Input messages are never mutated: changed messages are copies (``model_copy``) keeping their ids,
+so the add_messages reducer replaces them in the graph state and nothing else is touched (the
+full record in the ``messages`` table is not ours to change).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+
+import structlog
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
+
+from app.agents.overflow import is_context_overflow
+from app.agents.previews import RECOVERY_TOOL, build_preview
+from app.agents.tokens import TokenCounter, get_encoding
+from app.agents.workdir import OffloadRecord, Workdir, WorkdirError, WorkdirPathError
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+log = structlog.get_logger(__name__)
+
+META_KEY = "threadkeeper"
+SUMMARY_NAME = "context_summary"
+SUMMARY_HEADER = "Summary of earlier conversation:"
+#: Characters of preview per token of ``tool_result_preview_tokens`` (JSON/ids run ~3 chars/token).
+PREVIEW_CHARS_PER_TOKEN = 3
+DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL})
+
+
+# --- contracts ----------------------------------------------------------------------------------
+@runtime_checkable
+class Summarizer(Protocol):
+    """Writes the summary text of ``messages``, folding in the previous summary if any."""
+
+    async def asummarize(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        previous_summary: str | None,
+        max_tokens: int,
+    ) -> str: ...
+
+
+class SummaryError(Exception):
+    """The summarizer failed, timed out or returned nothing; no summary must be stored.
+
+    ``fallback`` is the offload-only outcome computed before the summarizer was called, so the
+    automatic path can still send the smaller view.
+    """
+
+    def __init__(self, message: str, *, fallback: CompressionOutcome | None = None) -> None:
+        super().__init__(message)
+        self.fallback = fallback
+
+
+class NothingToCompress(Exception):
+    """Manual compression refused: nothing could be offloaded or summarized (history too short)."""
+
+    def __init__(self, message: str, *, tokens: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+
+
+@dataclass(slots=True)
+class CompressionOutcome:
+    """Result of one compression attempt; ``messages`` is the new model view."""
+
+    messages: list[BaseMessage]
+    before_tokens: int
+    after_tokens: int
+    offloaded: list[OffloadRecord] = field(default_factory=list)
+    summarized: bool = False
+    summary_text: str | None = None
+    #: Messages summarized away by this outcome (not counting earlier summaries).
+    summarized_messages: int = 0
+    #: Copies of messages whose content was replaced (same ids), for in-place state updates.
+    replaced: list[BaseMessage] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.summarized or bool(self.replaced)
+
+
+# --- message helpers ----------------------------------------------------------------------------
+def _meta(message: BaseMessage) -> dict[str, Any]:
+    value = message.additional_kwargs.get(META_KEY)
+    return value if isinstance(value, dict) else {}
+
+
+def is_summary_message(message: BaseMessage) -> bool:
+    """Our summary message (or langchain's own summarization output, folded in the same way)."""
+    if not isinstance(message, HumanMessage):
+        return False
+    return (
+        _meta(message).get("kind") == "summary"
+        or message.name == SUMMARY_NAME
+        or message.additional_kwargs.get("lc_source") == "summarization"
+    )
+
+
+def is_offloaded(message: BaseMessage) -> bool:
+    return "offloaded" in _meta(message)
+
+
+def summary_text_of(message: BaseMessage) -> str:
+    """The summary body without our header line."""
+    text = message.text.strip()
+    for header in (SUMMARY_HEADER, "Here is a summary of the conversation to date:"):
+        if text.startswith(header):
+            return text[len(header) :].strip()
+    return text
+
+
+def build_summary_message(
+    text: str,
+    summarized_count: int,
+    *,
+    previous_summarized: int = 0,
+    summary_tokens: int | None = None,
+    reason: str = "threshold",
+) -> HumanMessage:
+    """The message that replaces the summarized history, clearly marked as a summary."""
+    meta: dict[str, Any] = {
+        "kind": "summary",
+        "summarized_messages": summarized_count + previous_summarized,
+        "summarized_now": summarized_count,
+        "created_at": datetime.now(UTC).isoformat(),
+        "reason": reason,
+    }
+    if summary_tokens is not None:
+        meta["summary_tokens"] = summary_tokens
+    return HumanMessage(
+        content=f"{SUMMARY_HEADER}\n{text.strip()}",
+        name=SUMMARY_NAME,
+        id=f"summary-{uuid.uuid4()}",
+        additional_kwargs={META_KEY: meta},
+    )
+
+
+def _tool_names_by_call(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    names[str(call["id"])] = call["name"]
+    return names
+
+
+def _plain_text(message: ToolMessage) -> str | None:
+    """Text of a tool result, or None if it carries non-text blocks we must not flatten."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") in (None, "text"):
+            parts.append(str(block.get("text", "")))
+        else:
+            return None
+    return "".join(parts)
+
+
+# --- step 2: deterministic pass -----------------------------------------------------------------
+def deterministic_pass(
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str,
+    workdir: Workdir,
+    counter: TokenCounter,
+    preview_tokens: int,
+    protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
+    stop_below: int | None = None,
+    base_tokens: int = 0,
+) -> tuple[list[BaseMessage], list[OffloadRecord]]:
+    """Offload ToolMessages larger than ``preview_tokens`` (oldest first) and show previews.
+
+    ``stop_below``: stop as soon as ``base_tokens`` + the view is under it, so recent results
+    stay verbatim when offloading older ones is enough (``None`` offloads all, manual path).
+    A failed write leaves that message unchanged. Returns copies; inputs are not mutated.
+    """
+    view = list(messages)
+    offloaded: list[OffloadRecord] = []
+    call_names = _tool_names_by_call(messages)
+    running = base_tokens + counter.count_messages(view) if stop_below is not None else 0
+    budget_chars = max(preview_tokens * PREVIEW_CHARS_PER_TOKEN, 600)
+    for index, message in enumerate(messages):
+        if stop_below is not None and running < stop_below:
+            break
+        if not isinstance(message, ToolMessage) or is_offloaded(message):
+            continue
+        tool_name = message.name or call_names.get(message.tool_call_id, "")
+        if tool_name in protected_tools:
+            continue
+        original_tokens = counter.count_message(message)
+        if original_tokens <= preview_tokens:
+            continue
+        text = _plain_text(message)
+        if text is None:
+            continue
+        try:
+            record = workdir.write_tool_result(thread_id, message.tool_call_id, text)
+        except (WorkdirError, WorkdirPathError) as exc:
+            log.warning(
+                "workdir_offload_failed",
+                thread_id=thread_id,
+                tool_call_id=message.tool_call_id,
+                error=str(exc),
+            )
+            continue
+        preview = build_preview(tool_name, text, record, budget_chars)
+        meta = {
+            **_meta(message),
+            "offloaded": {
+                "path": record.path,
+                "sha256": record.sha256,
+                "chars": record.chars,
+                "bytes": record.bytes,
+                "original_tokens": original_tokens,
+            },
+        }
+        replacement = message.model_copy(
+            update={
+                "content": preview,
+                "name": message.name or tool_name or None,
+                "additional_kwargs": {**message.additional_kwargs, META_KEY: meta},
+            },
+            deep=False,
+        )
+        new_tokens = counter.count_message(replacement)
+        if new_tokens >= original_tokens:
+            continue
+        view[index] = replacement
+        offloaded.append(record)
+        running -= original_tokens - new_tokens
+    return view, offloaded
+
+
+# --- step 3: what to summarize ------------------------------------------------------------------
+def _unsafe_cuts(messages: Sequence[BaseMessage]) -> list[bool]:
+    """unsafe[i]: cutting before messages[i] would orphan a ToolMessage from its AI call."""
+    n = len(messages)
+    unsafe = [False] * (n + 1)
+    position: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    position[str(call["id"])] = index
+        elif isinstance(message, ToolMessage):
+            unsafe[index] = True  # a kept view must never start with a tool result
+            start = position.get(message.tool_call_id)
+            if start is not None:
+                for j in range(start + 1, index + 1):
+                    unsafe[j] = True
+    return unsafe
+
+
+def current_turn_start(messages: Sequence[BaseMessage]) -> int:
+    """Index of the last real user message: it and everything after it is the current turn."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and not is_summary_message(message):
+            return index
+    return len(messages)
+
+
+def plan_summary(
+    messages: Sequence[BaseMessage], *, counter: TokenCounter, keep_recent_tokens: int
+) -> int:
+    """Cut index: ``messages[:cut]`` get summarized, ``messages[cut:]`` are kept verbatim.
+
+    The current user turn is always kept (even when it alone is oversized); older messages are
+    kept only while the kept tail (current turn included) stays within ``keep_recent_tokens``;
+    the cut never separates an AIMessage with tool_calls from its ToolMessages. A leading
+    summary message is part of the summarized side (it is folded into the new summary).
+    A result ``<= head`` (0, or 1 when a summary leads) means there is nothing to summarize.
+    """
+    n = len(messages)
+    head = 1 if n and is_summary_message(messages[0]) else 0
+    unsafe = _unsafe_cuts(messages)
+    turn = current_turn_start(messages)
+    if turn >= n:  # no user message: keep at least the last complete group
+        turn = n - 1 if n else 0
+    while turn > head and unsafe[turn]:
+        turn -= 1
+    if turn <= head:
+        return head
+    cut = turn
+    kept = counter.count_messages(messages[turn:])
+    for index in range(turn - 1, head - 1, -1):
+        kept += counter.count_message(messages[index])
+        if kept > keep_recent_tokens:
+            break
+        if not unsafe[index]:
+            cut = index
+    return max(cut, head)
+
+
+def _clip_tokens(text: str, max_tokens: int) -> str:
+    """Hard cap on the summary size so a verbose summarizer cannot defeat the budget."""
+    encoding = get_encoding()
+    tokens = encoding.encode_ordinary(text)
+    if len(tokens) <= max_tokens:
+        return text
+    return encoding.decode(tokens[:max_tokens]).rstrip() + "\n[summary truncated]"
+
+
+# --- the algorithm ------------------------------------------------------------------------------
+class ContextCompressor:
+    """Runs DESIGN 3 on a model view; shared by the middleware and the manual service path."""
+
+    def __init__(
+        self,
+        *,
+        summarizer: Summarizer,
+        workdir: Workdir | None,
+        counter: TokenCounter | None = None,
+        summary_threshold: int = 12_000,
+        tool_result_preview_tokens: int = 800,
+        summary_keep_recent_tokens: int = 3_000,
+        summary_max_tokens: int = 1_200,
+        summary_timeout_seconds: float | None = 60.0,
+        protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
+    ) -> None:
+        self.summarizer = summarizer
+        self.workdir = workdir
+        self.counter = counter or TokenCounter()
+        self.summary_threshold = summary_threshold
+        self.preview_tokens = tool_result_preview_tokens
+        self.keep_recent_tokens = summary_keep_recent_tokens
+        self.summary_max_tokens = summary_max_tokens
+        self.summary_timeout_seconds = summary_timeout_seconds
+        self.protected_tools = frozenset(protected_tools)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        summarizer: Summarizer,
+        workdir: Workdir | None = None,
+        counter: TokenCounter | None = None,
+    ) -> ContextCompressor:
+        """Build from the app settings (workdir defaults to ``settings.workdir_path``)."""
+        return cls(
+            summarizer=summarizer,
+            workdir=workdir if workdir is not None else Workdir(settings.workdir_path),
+            counter=counter,
+            summary_threshold=settings.summary_threshold,
+            tool_result_preview_tokens=settings.tool_result_preview_tokens,
+            summary_keep_recent_tokens=settings.summary_keep_recent_tokens,
+            summary_max_tokens=settings.summary_max_tokens,
+            summary_timeout_seconds=settings.summary_timeout_seconds,
+        )
+
+    def count(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        system_message: SystemMessage | str | None = None,
+        tools: Sequence[Any] | None = None,
+    ) -> int:
+        """Tokens of the request the model would receive."""
+        return self.counter.count_request(system_message, tools, messages)
+
+    async def compress(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str | None,
+        system_message: SystemMessage | str | None = None,
+        tools: Sequence[Any] | None = None,
+        force: bool = False,
+        reason: str = "threshold",
+    ) -> CompressionOutcome:
+        """Apply DESIGN 3. ``force`` skips the threshold gates (manual path, overflow retry).
+
+        Raises ``SummaryError`` if the summarizer fails (caller leaves state untouched) and,
+        with ``force``, ``NothingToCompress`` when nothing could be offloaded or summarized.
+        """
+        base = self.counter.count_request(system_message, tools, ())
+        before = base + self.counter.count_messages(messages)
+        if not force and before < self.summary_threshold:
+            return CompressionOutcome(list(messages), before, before)
+
+        view: list[BaseMessage] = list(messages)
+        offloaded: list[OffloadRecord] = []
+        if self.workdir is not None and thread_id:
+            view, offloaded = await asyncio.to_thread(
+                deterministic_pass,
+                messages,
+                thread_id=thread_id,
+                workdir=self.workdir,
+                counter=self.counter,
+                preview_tokens=self.preview_tokens,
+                protected_tools=self.protected_tools,
+                stop_below=None if force else self.summary_threshold,
+                base_tokens=base,
+            )
+        replaced = [new for new, old in zip(view, messages, strict=True) if new is not old]
+        middle = base + self.counter.count_messages(view)
+        offload_only = CompressionOutcome(view, before, middle, offloaded, replaced=replaced)
+        if not force and middle < self.summary_threshold:
+            return offload_only
+
+        cut = plan_summary(view, counter=self.counter, keep_recent_tokens=self.keep_recent_tokens)
+        head = 1 if view and is_summary_message(view[0]) else 0
+        if cut <= head:
+            if force and not replaced:
+                raise NothingToCompress(
+                    "history too short to compress: nothing to offload or summarize",
+                    tokens=before,
+                )
+            return offload_only
+
+        previous = summary_text_of(view[0]) if head else None
+        previous_count = int(_meta(view[0]).get("summarized_messages", 0)) if head else 0
+        to_summarize = view[head:cut]
+        try:
+            call = self.summarizer.asummarize(
+                to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
+            )
+            if self.summary_timeout_seconds:
+                text = await asyncio.wait_for(call, timeout=self.summary_timeout_seconds)
+            else:
+                text = await call
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise SummaryError(
+                f"summarizer failed: {type(exc).__name__}", fallback=offload_only
+            ) from exc
+        if not isinstance(text, str) or not text.strip():
+            raise SummaryError("summarizer returned an empty summary", fallback=offload_only)
+        text = _clip_tokens(text.strip(), self.summary_max_tokens)
+        summary = build_summary_message(
+            text,
+            len(to_summarize),
+            previous_summarized=previous_count,
+            summary_tokens=self.counter.count_text(text),
+            reason=reason,
+        )
+        new_view = [summary, *view[cut:]]
+        after = base + self.counter.count_messages(new_view)
+        kept_ids = {id(m) for m in view[cut:]}
+        return CompressionOutcome(
+            new_view,
+            before,
+            after,
+            offloaded,
+            summarized=True,
+            summary_text=text,
+            summarized_messages=len(to_summarize),
+            replaced=[m for m in replaced if id(m) in kept_ids],
+        )
+
+
+# --- the middleware -----------------------------------------------------------------------------
+def _thread_id() -> str | None:
+    try:
+        from langgraph.config import get_config
+
+        value = get_config().get("configurable", {}).get("thread_id")
+    except Exception:  # outside a graph run
+        return None
+    return str(value) if value else None
+
+
+def _emit(event: dict[str, Any]) -> None:
+    try:
+        from langgraph.config import get_stream_writer
+
+        get_stream_writer()(event)
+    except Exception:  # no runnable context or no custom stream: the event is optional
+        log.debug("compression_event_not_streamed")
+
+
+def _merge(first: CompressionOutcome | None, second: CompressionOutcome) -> CompressionOutcome:
+    """Combine the automatic outcome with the overflow retry's outcome (second view wins)."""
+    if first is None or not first.changed:
+        return second
+    final_ids = {id(m) for m in second.messages}
+    replaced = [m for m in [*first.replaced, *second.replaced] if id(m) in final_ids]
+    return replace(
+        second,
+        before_tokens=first.before_tokens,
+        offloaded=[*first.offloaded, *second.offloaded],
+        summarized=first.summarized or second.summarized,
+        summary_text=second.summary_text or first.summary_text,
+        summarized_messages=first.summarized_messages + second.summarized_messages,
+        replaced=replaced,
+    )
+
+
+def state_update(
+    outcome: CompressionOutcome, response_messages: Sequence[BaseMessage]
+) -> dict[str, Any]:
+    """The ``messages`` update persisting the compressed view into the graph state.
+
+    Offload only: the replaced ToolMessages with their original ids (replaced in place).
+    Summary: remove everything, then the new view followed by the model's response.
+    """
+    for message in response_messages:
+        if message.id is None:
+            message.id = str(uuid.uuid4())
+    if not outcome.summarized and all(m.id for m in outcome.replaced):
+        return {"messages": list(outcome.replaced)}
+    return {
+        "messages": [
+            RemoveMessage(id=REMOVE_ALL_MESSAGES),
+            *outcome.messages,
+            *response_messages,
+        ]
+    }
+
+
+class SummaryMiddleware(AgentMiddleware):
+    """Keeps each model call under the threshold and persists the compressed view."""
+
+    def __init__(self, compressor: ContextCompressor) -> None:
+        super().__init__()
+        self.compressor = compressor
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | ExtendedModelResponse:
+        thread_id = _thread_id()
+        compressor = self.compressor
+        outcome: CompressionOutcome | None = None
+        try:
+            outcome = await compressor.compress(
+                request.messages,
+                thread_id=thread_id,
+                system_message=request.system_message,
+                tools=request.tools,
+                force=False,
+            )
+        except SummaryError as exc:
+            log.warning(
+                "summary_failed",
+                thread_id=thread_id,
+                error=str(exc),
+                cause=repr(exc.__cause__),
+            )
+            outcome = exc.fallback
+        current = request
+        if outcome is not None and outcome.changed:
+            current = request.override(messages=_as_any(outcome.messages))
+            _emit(_event("threshold", outcome))
+        try:
+            response = await handler(current)
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+            retry = await self._overflow_retry(current, exc, thread_id)
+            response = await handler(current.override(messages=_as_any(retry.messages)))
+            outcome = _merge(outcome, retry)
+        if outcome is None or not outcome.changed:
+            return response
+        update = state_update(outcome, response.result)
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    async def _overflow_retry(
+        self, request: ModelRequest, error: Exception, thread_id: str | None
+    ) -> CompressionOutcome:
+        """Force compression after a provider overflow; re-raise ``error`` if it cannot help."""
+        compressor = self.compressor
+        size = compressor.count(
+            request.messages, system_message=request.system_message, tools=request.tools
+        )
+        try:
+            forced = await compressor.compress(
+                request.messages,
+                thread_id=thread_id,
+                system_message=request.system_message,
+                tools=request.tools,
+                force=True,
+                reason="overflow",
+            )
+        except (NothingToCompress, SummaryError) as exc:
+            log.warning("overflow_compression_failed", thread_id=thread_id, error=str(exc))
+            raise error from exc
+        if forced.after_tokens >= size:
+            log.warning(
+                "overflow_not_reduced", thread_id=thread_id, before=size, after=forced.after_tokens
+            )
+            raise error
+        _emit(_event("overflow", forced))
+        return forced
+
+
+def _as_any(messages: Sequence[BaseMessage]) -> list[AnyMessage]:
+    return cast("list[AnyMessage]", list(messages))
+
+
+def _event(reason: str, outcome: CompressionOutcome) -> dict[str, Any]:
+    return {
+        "type": "compression",
+        "reason": reason,
+        "before_tokens": outcome.before_tokens,
+        "after_tokens": outcome.after_tokens,
+        "offloaded": len(outcome.offloaded),
+        "summarized": outcome.summarized,
+    }

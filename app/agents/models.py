@@ -1,0 +1,171 @@
+"""Which chat model and summarizer a deployment gets.
+
+Why: one place decides between a real OpenAI-compatible endpoint (``llm_base_url`` set) and the
+offline extractive defaults, so the agent factory, the summary middleware and the manual
+compression service never branch on configuration themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from app.agents.extractive import (
+    ExtractiveChatModel,
+    ExtractiveSummarizer,
+    count_tokens,
+    truncate_to_tokens,
+)
+from app.config import Settings
+
+if TYPE_CHECKING:
+    from app.agents.middlewares.summary import Summarizer
+
+__all__ = [
+    "LLMSummarizer",
+    "SummarizerError",
+    "build_chat_model",
+    "build_summarizer",
+    "render_transcript",
+]
+
+
+def build_chat_model(settings: Settings, *, model: str | None = None) -> BaseChatModel:
+    """``ChatOpenAI`` against ``llm_base_url`` when configured, else ``ExtractiveChatModel``.
+
+    ``max_retries=0``: retries and overflow recovery are ours (the summary middleware), and a
+    silent client retry would hide a 400 overflow or double a slow call. ``stream_usage=True``
+    so streamed runs still report token usage.
+    """
+    if not settings.llm_base_url:
+        return ExtractiveChatModel()
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        base_url=settings.llm_base_url,
+        api_key=settings.llm_api_key or "not-needed",  # type: ignore[arg-type]
+        model=model or settings.llm_model,
+        timeout=settings.llm_timeout_seconds,
+        max_retries=0,
+        stream_usage=True,
+    )
+
+
+def build_summarizer(settings: Settings) -> Summarizer:
+    """``LLMSummarizer`` on the configured endpoint (``summary_model`` or ``llm_model``), else
+    the offline ``ExtractiveSummarizer``."""
+    if not settings.llm_base_url:
+        return ExtractiveSummarizer()
+    model = build_chat_model(settings, model=settings.summary_model or settings.llm_model)
+    return LLMSummarizer(model, timeout_seconds=settings.summary_timeout_seconds)
+
+
+class SummarizerError(RuntimeError):
+    """The summarizer produced no usable summary; callers must not store anything."""
+
+
+SUMMARY_SYSTEM_PROMPT = """\
+You compress the earlier part of a conversation between a user and an AI assistant so the \
+assistant can continue the conversation without the original messages.
+
+Write a concise, factual summary in the language of the conversation. Keep:
+- the user's goals, requirements and constraints, and what the user asked for;
+- facts learned, including from tool results, with their numbers, names and dates;
+- decisions made and answers already given;
+- every identifier and reference cited: knowledge-base result ids (write them as [kb:<id>]), \
+document ids, file names, tool call names with their key arguments, and URLs, verbatim;
+- open tasks, unanswered questions and what the assistant was about to do next.
+
+Do not invent anything, do not add advice, do not address the user. If a previous summary is \
+given, merge it with the new messages into one summary (newer information wins). Output only the \
+summary text, at most {max_tokens} tokens."""
+
+
+def _text(message: BaseMessage) -> str:
+    return message.text if isinstance(message.content, list) else str(message.content or "")
+
+
+def render_transcript(messages: Sequence[BaseMessage]) -> str:
+    """Plain-text transcript for the summarizer: roles, tool calls and tool results by name."""
+    lines: list[str] = []
+    for message in messages:
+        text = _text(message)
+        if isinstance(message, HumanMessage):
+            lines.append(f"User: {text}")
+        elif isinstance(message, AIMessage):
+            if text:
+                lines.append(f"Assistant: {text}")
+            for call in message.tool_calls:
+                lines.append(f"Assistant called tool {call['name']} with {call['args']}")
+        elif isinstance(message, ToolMessage):
+            name = message.name or "tool"
+            lines.append(f"Tool result ({name}, call {message.tool_call_id}): {text}")
+        elif isinstance(message, SystemMessage):
+            lines.append(f"System note: {text}")
+        else:
+            lines.append(f"{message.type}: {text}")
+    return "\n\n".join(lines)
+
+
+class LLMSummarizer:
+    """Summarizes with a chat model; empty output is an error, never a summary."""
+
+    def __init__(self, chat_model: BaseChatModel, *, timeout_seconds: float | None = None) -> None:
+        self.chat_model = chat_model
+        self.timeout_seconds = timeout_seconds
+
+    def build_prompt(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        previous_summary: str | None,
+        max_tokens: int,
+    ) -> list[BaseMessage]:
+        parts: list[str] = []
+        if previous_summary and previous_summary.strip():
+            parts.append(f"<previous_summary>\n{previous_summary.strip()}\n</previous_summary>")
+        parts.append(f"<messages>\n{render_transcript(messages)}\n</messages>")
+        parts.append("Write the summary now.")
+        return [
+            SystemMessage(content=SUMMARY_SYSTEM_PROMPT.format(max_tokens=max_tokens)),
+            HumanMessage(content="\n\n".join(parts)),
+        ]
+
+    async def asummarize(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        previous_summary: str | None,
+        max_tokens: int,
+    ) -> str:
+        prompt = self.build_prompt(
+            messages, previous_summary=previous_summary, max_tokens=max_tokens
+        )
+        kwargs: dict[str, Any] = {}
+        if _is_openai(self.chat_model):
+            kwargs["max_tokens"] = max_tokens
+        call = self.chat_model.ainvoke(prompt, **kwargs)
+        result = (
+            await asyncio.wait_for(call, self.timeout_seconds)
+            if self.timeout_seconds
+            else await call
+        )
+        text = _text(result).strip()
+        if not text:
+            raise SummarizerError("the summarizer model returned an empty summary")
+        # Providers may ignore max_tokens (or count differently); the bound is ours to keep.
+        if count_tokens(text) > max_tokens:
+            text = truncate_to_tokens(text, max_tokens).rstrip()
+        return text
+
+
+def _is_openai(model: BaseChatModel) -> bool:
+    try:
+        from langchain_openai.chat_models.base import BaseChatOpenAI
+    except ImportError:  # pragma: no cover - langchain-openai is a dependency
+        return False
+    return isinstance(model, BaseChatOpenAI)

@@ -1,0 +1,263 @@
+"""Model-visible previews that replace large tool results after they were offloaded.
+
+A preview must let the model keep working without the full text: it names the file, its size
+and SHA-256 and how to read it back, and, for retrieval/search results, it keeps every result's
+identity (ids, source, title, URL, scores) in the original order; only the per-result text
+snippets shrink to fit the budget. Pure functions: no I/O, easy to test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.agents.workdir import OffloadRecord
+
+#: Tools whose JSON output is parsed into a structured preview (others may still match a shape).
+STRUCTURED_TOOLS = frozenset({"query_kb", "web_search", "tavily_search"})
+RECOVERY_TOOL = "read_workdir_file"
+#: Characters suggested per ``read_workdir_file`` call in the header.
+READ_CHUNK_CHARS = 20_000
+
+_ID_KEYS = ("id", "doc_id", "document_id", "chunk_id", "file_id", "segment_id", "chunk_index")
+_SOURCE_KEYS = ("source", "filepath", "file_path", "document_name", "filename", "file_name")
+_TITLE_KEYS = ("title", "name")
+_URL_KEYS = ("url", "link", "href", "source_url")
+_SCORE_KEYS = ("score", "bm25_score", "rerank_score", "relevance_score", "similarity", "distance")
+_TEXT_KEYS = ("content", "text", "page_content", "snippet", "chunk", "body")
+_MAX_TITLE_CHARS = 300
+_MIN_SNIPPET_CHARS = 60
+_MAX_SNIPPET_CHARS = 1_200
+_WS = re.compile(r"\s+")
+
+
+def preview_header(record: OffloadRecord, *, tool_name: str | None = None) -> str:
+    """Where the full text lives, how big it is, its digest and how to read it back."""
+    who = f"{tool_name} result" if tool_name else "Tool result"
+    limit = min(READ_CHUNK_CHARS, record.chars) if record.chars else READ_CHUNK_CHARS
+    return (
+        f"[{who} offloaded to the workdir file {record.path} "
+        f"({record.chars} chars, {record.bytes} bytes, sha256 {record.sha256}). "
+        f'Read it with read_workdir_file(path="{record.path}", offset=0, limit={limit}); '
+        "offset and limit count characters.]"
+    )
+
+
+# --- generic ------------------------------------------------------------------------------------
+def generic_preview(text: str, record: OffloadRecord, budget_chars: int) -> str:
+    """Head / middle / tail slices of ``text`` with the omitted character counts stated."""
+    header = preview_header(record)
+    body_budget = max(budget_chars - len(header) - 200, 300)
+    total = len(text)
+    if total <= body_budget:
+        return f"{header}\n{text}"
+    head_n = int(body_budget * 0.45)
+    mid_n = int(body_budget * 0.20)
+    tail_n = body_budget - head_n - mid_n
+    mid_start = max(head_n, total // 2 - mid_n // 2)
+    mid_end = min(mid_start + mid_n, total - tail_n)
+    tail_start = total - tail_n
+    gap1 = mid_start - head_n
+    gap2 = tail_start - mid_end
+    return (
+        f"{header}\n"
+        f"--- head (chars 0-{head_n}) ---\n{text[:head_n]}\n"
+        f"[... {gap1} chars omitted ...]\n"
+        f"--- middle (chars {mid_start}-{mid_end}) ---\n{text[mid_start:mid_end]}\n"
+        f"[... {gap2} chars omitted ...]\n"
+        f"--- tail (chars {tail_start}-{total}) ---\n{text[tail_start:]}"
+    )
+
+
+# --- structured -----------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Item:
+    ids: list[tuple[str, str]] = field(default_factory=list)
+    scores: list[tuple[str, str]] = field(default_factory=list)
+    source: str | None = None
+    title: str | None = None
+    url: str | None = None
+    text: str = ""
+    extra: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Parsed:
+    items: list[_Item]
+    query: str | None = None
+    count: int | None = None
+    answer: str | None = None
+    shape: str = ""
+
+
+def _scalar(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    text = str(value).strip()
+    return text or None
+
+
+def _first(mapping: dict[str, Any], keys: Iterable[str]) -> str | None:
+    for key in keys:
+        value = _scalar(mapping.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def _item_from(entry: dict[str, Any]) -> _Item:
+    """Normalise one result/chunk, merging nested ``metadata`` / ``segment`` / ``document``."""
+    layers: list[tuple[str, dict[str, Any]]] = [("", entry)]
+    for nested in ("metadata", "segment", "doc_metadata", "document"):
+        value = entry.get(nested)
+        if isinstance(value, dict):
+            layers.append(("document." if nested == "document" else "", value))
+            inner = value.get("document")
+            if nested != "document" and isinstance(inner, dict):
+                layers.append(("document.", inner))
+    item = _Item()
+    for prefix, layer in layers:
+        for key in _ID_KEYS:
+            value = _scalar(layer.get(key))
+            pair = (prefix + key, value or "")
+            if value is not None and pair not in item.ids:
+                item.ids.append(pair)
+        for key in _SCORE_KEYS:
+            value = _scalar(layer.get(key))
+            if value is not None and all(k != key for k, _ in item.scores):
+                item.scores.append((key, value))
+        item.source = item.source or _first(layer, _SOURCE_KEYS)
+        item.title = item.title or _first(layer, _TITLE_KEYS)
+        item.url = item.url or _first(layer, _URL_KEYS)
+        if not item.text:
+            for key in _TEXT_KEYS:
+                value = layer.get(key)
+                if isinstance(value, str) and value.strip():
+                    item.text = value
+                    break
+    for _, layer in layers:
+        filepath = _scalar(layer.get("filepath"))
+        if filepath and filepath != item.source:
+            item.extra.append(f"filepath={filepath}")
+            break
+    raw = entry.get("raw_content")
+    if isinstance(raw, str) and raw:
+        item.extra.append(f"raw_content {len(raw)} chars")
+    return item
+
+
+def _looks_like_result(entry: Any) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    keys = set(entry)
+    known = set(_TEXT_KEYS) | set(_URL_KEYS) | {"title", "metadata", "segment"}
+    return bool(keys & known)
+
+
+def _parse(text: str) -> _Parsed | None:
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(data, list):
+        if data and all(_looks_like_result(e) for e in data):
+            return _Parsed(items=[_item_from(e) for e in data], shape="list")
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key in ("results", "records", "documents", "data", "items"):
+        entries = data.get(key)
+        if isinstance(entries, list) and all(_looks_like_result(e) for e in entries):
+            if not entries and key != "results":
+                continue
+            query = data.get("query")
+            if isinstance(query, dict):  # Dify: {"query": {"content": ...}}
+                query = query.get("content")
+            count = data.get("count", data.get("total"))
+            answer = data.get("answer")
+            return _Parsed(
+                items=[_item_from(e) for e in entries],
+                query=_scalar(query),
+                count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+                answer=answer if isinstance(answer, str) and answer.strip() else None,
+                shape=key,
+            )
+    return None
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = _WS.sub(" ", text).strip()
+    if len(flat) <= limit:
+        return flat
+    if limit <= 0:
+        return ""
+    return f"{flat[:limit].rstrip()}... (+{len(flat) - limit} chars)"
+
+
+def _meta_line(index: int, item: _Item) -> str:
+    parts = [f"[{index}]"]
+    parts += [f"{k}={v}" for k, v in item.ids]
+    parts += [f"{k}={v}" for k, v in item.scores]
+    if item.source:
+        parts.append(f"source={item.source}")
+    if item.title:
+        title = item.title if len(item.title) <= _MAX_TITLE_CHARS else item.title[:_MAX_TITLE_CHARS]
+        parts.append(f"title={json.dumps(title, ensure_ascii=False)}")
+    if item.url:
+        parts.append(f"url={item.url}")
+    parts += item.extra
+    if item.text:
+        parts.append(f"text {len(item.text)} chars")
+    return " ".join(parts)
+
+
+def structured_preview(
+    tool_name: str, text: str, record: OffloadRecord, budget_chars: int
+) -> str | None:
+    """Preview for retrieval/search JSON; ``None`` if the text is not a recognised shape."""
+    parsed = _parse(text)
+    if parsed is None:
+        return None
+    items = parsed.items
+    header = preview_header(record, tool_name=tool_name)
+    lines = [header]
+    summary = f"{len(items)} results"
+    if parsed.count is not None and parsed.count != len(items):
+        summary += f" (reported count {parsed.count})"
+    if parsed.query:
+        summary += f" for query {json.dumps(_clip(parsed.query, 300), ensure_ascii=False)}"
+    lines.append(summary + ", in original order (ids, scores, source, title, url kept):")
+    meta = [_meta_line(i, item) for i, item in enumerate(items, start=1)]
+    fixed = sum(len(line) + 1 for line in lines) + sum(len(m) + 1 for m in meta)
+    remaining = max(budget_chars - fixed, 0)
+    if parsed.answer:
+        answer_budget = min(len(parsed.answer), max(remaining // 4, 200))
+        lines.append(f"answer: {_clip(parsed.answer, answer_budget)}")
+        remaining = max(remaining - answer_budget - 10, 0)
+    with_text = [item for item in items if item.text]
+    per_item = remaining // len(with_text) - 8 if with_text else 0
+    per_item = min(per_item, _MAX_SNIPPET_CHARS)
+    for meta_line, item in zip(meta, items, strict=True):
+        lines.append(meta_line)
+        if item.text and per_item >= _MIN_SNIPPET_CHARS:
+            lines.append(f"    > {_clip(item.text, per_item)}")
+    return "\n".join(lines)
+
+
+def build_preview(
+    tool_name: str | None, text: str, record: OffloadRecord, budget_chars: int
+) -> str:
+    """Structured preview when the tool output is a recognised result list, else generic."""
+    name = tool_name or ""
+    if name in STRUCTURED_TOOLS or text.lstrip()[:1] in ("[", "{"):
+        preview = structured_preview(name or "tool", text, record, budget_chars)
+        if preview is not None:
+            return preview
+    return generic_preview(text, record, budget_chars)

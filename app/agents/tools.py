@@ -1,0 +1,129 @@
+"""The agent's tools: knowledge-base search, optional web search, and reading offloaded results."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, tool
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.context import AgentContext
+from app.agents.workdir import Workdir, WorkdirError
+from app.config import Settings
+from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
+
+QUERY_KB = "query_kb"
+WEB_SEARCH = "web_search"
+READ_WORKDIR_FILE = "read_workdir_file"
+MAX_READ_CHARS = 20_000
+
+
+def kb_payload(query: str, hits: list[KbHit]) -> dict[str, Any]:
+    """The JSON shape of query_kb (also what SearchKnowledgeBase returns)."""
+    return {
+        "query": query,
+        "count": len(hits),
+        "results": [
+            {
+                "id": str(h.chunk_id),
+                "doc_id": str(h.document_id),
+                "source": h.source,
+                "title": h.title,
+                "url": h.url,
+                "score": h.score,
+                "content": h.content,
+            }
+            for h in hits
+        ],
+    }
+
+
+def _context(runtime: ToolRuntime[Any, Any]) -> AgentContext:
+    ctx = runtime.context
+    if not isinstance(ctx, AgentContext):
+        raise RuntimeError("the agent was run without an AgentContext")
+    return ctx
+
+
+def build_tools(
+    settings: Settings, sessions: async_sessionmaker[AsyncSession], workdir: Workdir
+) -> list[BaseTool]:
+    @tool(QUERY_KB)
+    async def query_kb(query: str, runtime: ToolRuntime, limit: int = 8) -> str:
+        """Search the knowledge base. Returns JSON with count and results (id, doc_id, source,
+        title, url, score, content). Cite result ids in answers."""
+        ctx = _context(runtime)
+        limit = max(1, min(int(limit), 50))
+        async with sessions() as session:
+            hits = await KnowledgeBaseRepository(session).search(
+                kb=ctx.kb, owner_id=ctx.owner_id, query=query, limit=limit
+            )
+        return json.dumps(kb_payload(query, hits), ensure_ascii=False)
+
+    @tool(READ_WORKDIR_FILE)
+    async def read_workdir_file(
+        path: str, runtime: ToolRuntime, offset: int = 0, limit: int = 8000
+    ) -> str:
+        """Read a file of this thread's workdir (e.g. an offloaded tool result), paged by
+        characters: pass offset and limit to read further."""
+        ctx = _context(runtime)
+        limit = max(1, min(int(limit), MAX_READ_CHARS))
+        try:
+            chunk, total, sha = workdir.read_text(
+                ctx.thread_id, path, offset=max(0, offset), limit=limit
+            )
+        except (WorkdirError, ValueError, OSError) as exc:
+            return json.dumps({"error": str(exc), "path": path})
+        end = min(offset + len(chunk), total)
+        return json.dumps(
+            {
+                "path": path,
+                "sha256": sha,
+                "total_chars": total,
+                "offset": offset,
+                "returned_chars": len(chunk),
+                "next_offset": end if end < total else None,
+                "content": chunk,
+            },
+            ensure_ascii=False,
+        )
+
+    tools: list[BaseTool] = [query_kb, read_workdir_file]
+    if settings.web_search_url:
+        tools.append(_web_search_tool(settings))
+    return tools
+
+
+def _web_search_tool(settings: Settings) -> BaseTool:
+    @tool(WEB_SEARCH)
+    async def web_search(query: str, max_results: int = 5) -> str:
+        """Search the web. Returns JSON with query and results (title, url, content, score)."""
+        max_results = max(1, min(int(max_results), 20))
+        async with httpx.AsyncClient(timeout=20.0) as client:
+            if settings.web_search_kind == "tavily":
+                resp = await client.post(
+                    settings.web_search_url,
+                    json={"query": query, "max_results": max_results},
+                    headers={"Authorization": f"Bearer {settings.web_search_api_key}"},
+                )
+            else:
+                resp = await client.get(
+                    settings.web_search_url, params={"q": query, "format": "json"}
+                )
+            resp.raise_for_status()
+            body = resp.json()
+        results = [
+            {
+                "title": r.get("title", ""),
+                "url": r.get("url", ""),
+                "content": r.get("content", ""),
+                "score": r.get("score", 0.0),
+            }
+            for r in (body.get("results") or [])[:max_results]
+        ]
+        return json.dumps({"query": query, "results": results}, ensure_ascii=False)
+
+    return web_search

@@ -1,0 +1,157 @@
+"""Per-thread working folder where full tool results are offloaded.
+
+Layout: ``<root>/<thread_id>/tool-results/<tool_call_id>.txt``. The root must already exist
+(the app creates it at start-up): a missing root is a deployment error we report instead of
+silently creating folders in an unexpected place. Writes are atomic (temp file + fsync +
+``os.replace``) so a reader never sees a half-written file, and every read is confined to the
+thread's own folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+TOOL_RESULTS_DIR = "tool-results"
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+class WorkdirError(Exception):
+    """The Workdir cannot be used (missing root, unwritable, I/O failure)."""
+
+
+class WorkdirNotFoundError(WorkdirError, FileNotFoundError):
+    """The requested file does not exist in the thread's folder."""
+
+
+class WorkdirPathError(ValueError):
+    """A path that would leave the thread's folder (absolute, ``..``, escaping symlink...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadRecord:
+    """Where a tool result was written and how to verify it."""
+
+    #: Path relative to the thread folder, e.g. ``tool-results/call_1.txt`` (POSIX separators).
+    path: str
+    #: Absolute path on disk.
+    abspath: Path
+    #: SHA-256 (hex) of the UTF-8 bytes of the full text.
+    sha256: str
+    chars: int
+    bytes: int
+    tool_call_id: str = ""
+
+
+def safe_name(raw: str) -> str:
+    """A file-name-safe form of an identifier: kept if ``[A-Za-z0-9_.-]``, else hashed."""
+    if _SAFE_NAME.fullmatch(raw) and not raw.startswith("."):
+        return raw
+    return "h-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:40]
+
+
+class Workdir:
+    """Confined file access for one deployment's workdir root."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).absolute()
+
+    def thread_dir(self, thread_id: str) -> Path:
+        """The thread's folder (not created); unusual thread ids are hashed, never trusted."""
+        if not thread_id:
+            raise WorkdirPathError("empty thread id")
+        return self.root / safe_name(str(thread_id))
+
+    # --- writing ------------------------------------------------------------------------------
+    def write_tool_result(self, thread_id: str, tool_call_id: str, text: str) -> OffloadRecord:
+        """Atomically store the full text of a tool result; raise ``WorkdirError`` on failure."""
+        data = text.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        relpath = f"{TOOL_RESULTS_DIR}/{safe_name(tool_call_id)}.txt"
+        thread_dir = self.thread_dir(thread_id)
+        if not self.root.is_dir():
+            raise WorkdirError(f"workdir root does not exist or is not a directory: {self.root}")
+        target_dir = thread_dir / TOOL_RESULTS_DIR
+        target = thread_dir / relpath
+        tmp_name: str | None = None
+        try:
+            thread_dir.mkdir(exist_ok=True)
+            target_dir.mkdir(exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(dir=target_dir, prefix=".tmp-", suffix=".part")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, target)
+            tmp_name = None
+            _fsync_dir(target_dir)
+        except OSError as exc:
+            raise WorkdirError(f"cannot write {relpath} for thread {thread_id}: {exc}") from exc
+        finally:
+            if tmp_name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp_name)
+        return OffloadRecord(
+            path=relpath,
+            abspath=target,
+            sha256=digest,
+            chars=len(text),
+            bytes=len(data),
+            tool_call_id=tool_call_id,
+        )
+
+    # --- reading ------------------------------------------------------------------------------
+    def resolve(self, thread_id: str, relpath: str) -> Path:
+        """Absolute path of ``relpath`` inside the thread folder; refuse anything escaping it."""
+        if not relpath or "\x00" in relpath:
+            raise WorkdirPathError("empty or invalid path")
+        posix = PurePosixPath(relpath.replace("\\", "/"))
+        if posix.is_absolute() or PureWindowsPath(relpath).drive or relpath.startswith("~"):
+            raise WorkdirPathError(f"absolute paths are not allowed: {relpath!r}")
+        if any(part == ".." for part in posix.parts):
+            raise WorkdirPathError(f"'..' is not allowed in workdir paths: {relpath!r}")
+        base = self.thread_dir(thread_id)
+        candidate = base.joinpath(*posix.parts)
+        real_base = Path(os.path.realpath(base))
+        real = Path(os.path.realpath(candidate))
+        if real != real_base and not real.is_relative_to(real_base):
+            raise WorkdirPathError(f"path escapes the thread folder: {relpath!r}")
+        return real
+
+    def read_text(
+        self, thread_id: str, relpath: str, offset: int = 0, limit: int | None = None
+    ) -> tuple[str, int, str]:
+        """Return (text[offset:offset+limit], total_chars, sha256 of the full file)."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise WorkdirPathError("offset and limit must be >= 0")
+        path = self.resolve(thread_id, relpath)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise WorkdirNotFoundError(f"no such workdir file: {relpath}") from exc
+        except IsADirectoryError as exc:
+            raise WorkdirNotFoundError(f"not a file: {relpath}") from exc
+        except OSError as exc:
+            raise WorkdirError(f"cannot read {relpath}: {exc}") from exc
+        text = data.decode("utf-8", errors="replace")
+        end = None if limit is None else offset + limit
+        return text[offset:end], len(text), hashlib.sha256(data).hexdigest()
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the rename itself; not supported everywhere, so best effort."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

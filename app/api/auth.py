@@ -1,0 +1,46 @@
+"""Bearer API keys. Keys are compared by SHA-256 digest in constant time; the key names a principal."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from litestar import Request
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers.base import BaseRouteHandler
+
+
+class ApiKeyAuthority:
+    def __init__(self, key_to_principal: dict[str, str]) -> None:
+        self._digests = [
+            (hashlib.sha256(key.encode()).digest(), principal)
+            for key, principal in key_to_principal.items()
+        ]
+
+    def principal_for(self, header: str | None) -> str | None:
+        if not header:
+            return None
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        digest = hashlib.sha256(token.strip().encode()).digest()
+        found: str | None = None
+        for candidate, principal in self._digests:
+            # No early exit: every key is compared, so timing does not reveal which one matched.
+            if hmac.compare_digest(candidate, digest):
+                found = principal
+        return found
+
+
+def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    authority: ApiKeyAuthority = connection.app.state.authority
+    principal = authority.principal_for(connection.headers.get("authorization"))
+    if principal is None:
+        raise NotAuthorizedException("missing or invalid API key")
+    connection.state.principal = principal
+
+
+async def provide_principal(request: Request[Any, Any, Any]) -> str:
+    return str(request.state.principal)

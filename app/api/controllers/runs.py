@@ -1,0 +1,149 @@
+"""Runs: list, read, cancel, resume, and the SSE event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Annotated
+
+from litestar import Controller, Request, get, post
+from litestar.di import NamedDependency
+from litestar.params import Parameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.errors import errors
+from app.api.schemas import ResumeIn, RunList, RunOut
+from app.db.models import AgentRun, RunStatus
+from app.services.runs import RunService
+
+TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def run_out(r: AgentRun) -> RunOut:
+    return RunOut(
+        id=r.id,
+        thread_id=r.conversation_id,
+        request_id=r.request_id,
+        status=r.status.value,
+        error=r.error,
+        interrupt=r.interrupt,
+        input_tokens=r.input_tokens,
+        output_tokens=r.output_tokens,
+        model_calls=r.model_calls,
+        created_at=r.created_at,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+    )
+
+
+class ThreadRunsController(Controller):
+    path = "/v1/threads"
+    tags = ["runs"]
+
+    @get("/{thread_id:uuid}/runs", operation_id="ListRuns", responses=errors(401, 404))
+    async def list_runs(
+        self,
+        thread_id: uuid.UUID,
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+        limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
+    ) -> RunList:
+        rows = await run_service.list(thread_id, principal, limit=limit)
+        return RunList(items=[run_out(r) for r in rows])
+
+
+class RunController(Controller):
+    path = "/v1/runs"
+    tags = ["runs"]
+
+    @get("/{run_id:uuid}", operation_id="GetRun", responses=errors(401, 404))
+    async def get_run(
+        self,
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+    ) -> RunOut:
+        return run_out(await run_service.get(run_id, principal))
+
+    @post(
+        "/{run_id:uuid}/cancel",
+        operation_id="CancelRun",
+        status_code=HTTP_200_OK,
+        responses=errors(401, 404, 409),
+    )
+    async def cancel_run(
+        self,
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+    ) -> RunOut:
+        return run_out(await run_service.cancel(run_id, principal))
+
+    @post(
+        "/{run_id:uuid}/resume",
+        operation_id="ResumeRun",
+        status_code=HTTP_200_OK,
+        responses=errors(400, 401, 404, 409),
+    )
+    async def resume_run(
+        self,
+        run_id: uuid.UUID,
+        data: ResumeIn,
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+    ) -> RunOut:
+        return run_out(await run_service.resume(run_id, principal, data.decisions))
+
+    @get(
+        "/{run_id:uuid}/events",
+        operation_id="StreamRunEvents",
+        responses=errors(401, 404),
+        description=(
+            "Server-sent events: `status` (running/interrupted/resumed/completed/failed/"
+            "cancelled; `final` marks the end), `message` (persisted AI/tool messages), "
+            "`compression`. Resumable with Last-Event-ID or `after`."
+        ),
+    )
+    async def stream_run_events(
+        self,
+        request: Request,  # type: ignore[type-arg]
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+        after: Annotated[int, Parameter(ge=0)] = 0,
+    ) -> ServerSentEvent:
+        last = request.headers.get("last-event-id")
+        start = int(last) if last and last.isdigit() else after
+        # Fail fast with 404 before the stream starts (a stream cannot change its status later).
+        await run_service.events_after(run_id, principal, start)
+        return ServerSentEvent(_event_feed(run_service, run_id, principal, start))
+
+
+async def _event_feed(
+    run_service: NamedDependency[RunService],
+    run_id: uuid.UUID,
+    principal: NamedDependency[str],
+    after: int,
+) -> AsyncGenerator[ServerSentEventMessage, None]:
+    """Poll the persisted events (works across processes); end after the final status."""
+    cursor = after
+    quiet_polls = 0
+    while True:
+        events, status = await run_service.events_after(run_id, principal, cursor)
+        for e in events:
+            cursor = e.id
+            yield ServerSentEventMessage(data=json.dumps(e.data), event=e.type, id=str(e.id))
+            if e.type == "status" and e.data.get("final"):
+                return
+        if events:
+            quiet_polls = 0
+            continue
+        if status in TERMINAL:
+            return  # drained and finished (its final event was before ``after``)
+        quiet_polls += 1
+        if quiet_polls % 75 == 0:  # ~15 s: keep proxies from closing an idle stream
+            yield ServerSentEventMessage(comment="keep-alive")
+        await asyncio.sleep(0.2)

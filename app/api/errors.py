@@ -1,0 +1,97 @@
+"""The one place where domain and framework errors become ``{"error", "detail"}`` HTTP bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    ValidationException,
+)
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from app.api.schemas import ErrorBody
+from app.services.errors import DomainError
+
+log = structlog.get_logger(__name__)
+
+_HTTP_CODES = {
+    400: "validation_error",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    429: "too_many_requests",
+    503: "unavailable",
+}
+
+
+def _body(
+    code: str, detail: str, status: int, headers: dict[str, str] | None = None
+) -> Response[Any]:
+    return Response(content={"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, DomainError)
+    return _body(exc.code, exc.detail, exc.status_code)
+
+
+def validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, ValidationException)
+    detail = str(exc.detail)
+    extra = exc.extra
+    if extra:
+        detail = f"{detail}: {extra}"
+    return _body("validation_error", detail, 400)
+
+
+def http_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    code = _HTTP_CODES.get(status, "http_error")
+    if isinstance(exc, NotAuthorizedException):
+        return _body("unauthorized", str(exc.detail), 401, {"WWW-Authenticate": "Bearer"})
+    if isinstance(exc, NotFoundException):
+        code = "not_found"
+    return _body(code, str(exc.detail), status, exc.headers or None)
+
+
+def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.error("unhandled_error", path=request.url.path, error=repr(exc), exc_info=exc)
+    return _body("internal_error", "internal server error", HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
+    DomainError: domain_error_handler,
+    ValidationException: validation_handler,
+    HTTPException: http_error_handler,
+    Exception: internal_error_handler,
+}
+
+
+def errors(*codes: int) -> dict[int, ResponseSpec]:
+    """OpenAPI response specs so a generated SDK gets typed errors."""
+    descriptions = {
+        400: "validation_error: malformed JSON, unknown field, bad value",
+        401: "unauthorized: missing or wrong API key",
+        404: "not_found: no such resource for this principal",
+        409: "thread_busy / invalid_state",
+        413: "payload_too_large",
+        422: "nothing_to_compress / not_supported",
+        502: "compression_failed: the summarizer failed; nothing was written",
+        503: "unavailable",
+    }
+    return {
+        c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))
+        for c in codes
+    }

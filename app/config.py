@@ -1,0 +1,115 @@
+"""Settings read once from the environment.
+
+Every knob is an environment variable named ``THREADKEEPER_<FIELD>`` (upper case), except the
+database URL, which also honours the conventional ``DATABASE_URL``. See README and ``.env.example``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    # --- database -------------------------------------------------------------------------------
+    #: ``postgresql://user:pass@host:port/db``. Empty: an embedded PostgreSQL (pgserver) is started.
+    database_url: str = ""
+    #: Where the embedded PostgreSQL keeps its data when no database URL is given.
+    embedded_pg_dir: str = "var/pgdata"
+    db_pool_size: int = 10
+    #: Lock wait for the Conversation row lock before a request is answered 409 ``thread_busy``.
+    lock_timeout_ms: int = 5000
+    migrate_on_start: bool = False
+
+    # --- HTTP -----------------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: ``principal:key`` pairs, comma separated. The principal owns the threads created with the key.
+    api_keys: str = "dev:dev-key"
+    max_request_bytes: int = 1_048_576
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    # --- worker ---------------------------------------------------------------------------------
+    #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
+    worker_in_process: bool = True
+    worker_poll_seconds: float = 0.5
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float = 5.0
+    #: Tools that need a human approval before they run (comma separated tool names).
+    approval_tools: str = ""
+
+    # --- models ---------------------------------------------------------------------------------
+    #: OpenAI-compatible endpoint. Empty: the offline extractive model and summarizer are used.
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_seconds: float = 60.0
+    #: Summarizer model; empty means "same endpoint and model as the agent".
+    summary_model: str = ""
+    system_prompt: str = (
+        "You are Threadkeeper's assistant. Use query_kb to look things up in the knowledge base and "
+        "cite result ids. Offloaded tool results can be read back with read_workdir_file."
+    )
+
+    # --- context management (the ONE threshold) ------------------------------------------------
+    #: Tokens of a model request (system prompt + tool schemas + messages) at which compression starts.
+    summary_threshold: int = 12_000
+    #: A ToolMessage larger than this (tokens) is offloaded to the Workdir and replaced by a preview.
+    tool_result_preview_tokens: int = 800
+    #: Recent history kept verbatim when summarizing (tokens); the current user turn is always kept.
+    summary_keep_recent_tokens: int = 3_000
+    #: Upper bound for the summary text itself (tokens).
+    summary_max_tokens: int = 1_200
+    summary_timeout_seconds: float = 60.0
+    workdir_root: str = "var/workdir"
+
+    # --- tools ----------------------------------------------------------------------------------
+    #: SearxNG (``.../search``) or Tavily-compatible (``.../search`` with POST) endpoint; empty: no web_search.
+    web_search_url: str = ""
+    web_search_kind: str = "searxng"
+    web_search_api_key: str = ""
+    kb_default: str = "default"
+
+    def api_key_map(self) -> dict[str, str]:
+        """key -> principal."""
+        result: dict[str, str] = {}
+        for pair in self.api_keys.split(","):
+            pair = pair.strip()
+            if not pair:
+                continue
+            principal, sep, key = pair.partition(":")
+            if not sep or not principal or not key:
+                raise ValueError("THREADKEEPER_API_KEYS entries must look like principal:key")
+            result[key] = principal
+        return result
+
+    def approval_tool_names(self) -> frozenset[str]:
+        return frozenset(t.strip() for t in self.approval_tools.split(",") if t.strip())
+
+    @property
+    def workdir_path(self) -> Path:
+        return Path(self.workdir_root).resolve()
+
+
+_PREFIX = "THREADKEEPER_"
+
+
+def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    """Build settings from ``THREADKEEPER_*`` variables (and ``DATABASE_URL``); overrides win."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    for field in msgspec.structs.fields(Settings):
+        value = env.get(_PREFIX + field.name.upper())
+        if value is not None:
+            raw[field.name] = value
+    if "database_url" not in raw and env.get("DATABASE_URL"):
+        raw["database_url"] = env["DATABASE_URL"]
+    raw.update(overrides)
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"invalid settings: {exc}") from exc

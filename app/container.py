@@ -1,0 +1,146 @@
+"""Everything the process owns (engine, checkpointer pool, graph, services, worker), built once.
+
+Both the HTTP app and the standalone worker use it; tests build one against their database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.agents.graph import AgentRuntime, build_agent_runtime
+from app.agents.middlewares.summary import ContextCompressor, Summarizer
+from app.agents.models import build_chat_model, build_summarizer
+from app.agents.tools import build_tools
+from app.agents.workdir import Workdir
+from app.config import Settings
+from app.db.embedded import start_embedded_postgres
+from app.db.migrate import upgrade_head
+from app.db.session import create_engine, create_session_factory
+from app.db.urls import libpq_url
+from app.services.agent_state import AgentStateService
+from app.services.context_compression import ContextCompressionService
+from app.services.intake import IntakeService
+from app.services.knowledge_base import KnowledgeBaseService
+from app.services.runs import RunService
+from app.services.threads import ThreadService
+from app.services.workdir_files import WorkdirFileService
+from app.services.worker import RunWorker
+
+log = structlog.get_logger(__name__)
+
+
+def resolve_database_url(settings: Settings) -> str:
+    return settings.database_url or start_embedded_postgres(settings.embedded_pg_dir)
+
+
+@dataclass
+class Container:
+    settings: Settings
+    database_url: str
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    pool: AsyncConnectionPool[Any]
+    checkpointer: AsyncPostgresSaver
+    workdir: Workdir
+    agent: AgentRuntime
+    threads: ThreadService
+    intake: IntakeService
+    runs: RunService
+    kb: KnowledgeBaseService
+    agent_state: AgentStateService
+    compression: ContextCompressionService
+    workdir_files: WorkdirFileService
+    worker: RunWorker
+    _closed: bool = field(default=False)
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.worker.stop()
+        await self.pool.close()
+        await self.engine.dispose()
+
+
+async def build_container(
+    settings: Settings,
+    *,
+    database_url: str | None = None,
+    summarizer: Summarizer | None = None,
+    model: Any = None,
+    migrate: bool | None = None,
+    start_worker: bool | None = None,
+) -> Container:
+    """Wire the process. ``summarizer``/``model`` override the configured ones (tests)."""
+    url = database_url or resolve_database_url(settings)
+    if migrate if migrate is not None else settings.migrate_on_start:
+        await asyncio.to_thread(upgrade_head, url)
+    engine = create_engine(url, pool_size=settings.db_pool_size)
+    sessions = create_session_factory(engine)
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        libpq_url(url),
+        min_size=1,
+        max_size=settings.db_pool_size,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=False,
+    )
+    await pool.open(wait=True, timeout=30)
+    checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    await checkpointer.setup()
+
+    workdir = Workdir(settings.workdir_path)
+    settings.workdir_path.mkdir(parents=True, exist_ok=True)
+    summarizer = summarizer or build_summarizer(settings)
+    compressor = ContextCompressor.from_settings(settings, summarizer=summarizer, workdir=workdir)
+    agent = build_agent_runtime(
+        model=model or build_chat_model(settings),
+        tools=build_tools(settings, sessions, workdir),
+        compressor=compressor,
+        system_prompt=settings.system_prompt,
+        checkpointer=checkpointer,
+        approval_tools=settings.approval_tool_names(),
+    )
+    worker = RunWorker(settings=settings, sessions=sessions, runtime=agent)
+    run_in_process = settings.worker_in_process if start_worker is None else start_worker
+    wake = worker.wake if run_in_process else None
+    container = Container(
+        settings=settings,
+        database_url=url,
+        engine=engine,
+        sessions=sessions,
+        pool=pool,
+        checkpointer=checkpointer,
+        workdir=workdir,
+        agent=agent,
+        threads=ThreadService(sessions, settings.lock_timeout_ms),
+        intake=IntakeService(sessions, settings.lock_timeout_ms, on_enqueued=wake),
+        runs=RunService(
+            sessions,
+            settings.lock_timeout_ms,
+            on_resumed=wake,
+            on_cancel=worker.cancel_local if run_in_process else None,
+        ),
+        kb=KnowledgeBaseService(sessions),
+        agent_state=AgentStateService(sessions, agent),
+        compression=ContextCompressionService(sessions, agent, settings.lock_timeout_ms),
+        workdir_files=WorkdirFileService(sessions, workdir),
+        worker=worker,
+    )
+    if run_in_process:
+        worker.start()
+    log.info("container_ready", worker_in_process=run_in_process)
+    return container

@@ -1,0 +1,221 @@
+"""Typed SQLAlchemy models. Alembic owns every table here; the checkpointer owns its own."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSONB, uuid.UUID: UUID(as_uuid=True)}
+
+
+def _enum(cls: type[enum.Enum], name: str) -> Enum:
+    return Enum(cls, name=name, values_callable=lambda e: [m.value for m in e])
+
+
+class RequestStatus(enum.StrEnum):
+    QUEUED = "queued"
+    DISPATCHED = "dispatched"
+    CANCELLED = "cancelled"
+
+
+class RunStatus(enum.StrEnum):
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: Statuses that make a thread busy (and that the partial unique index allows once per thread).
+ACTIVE_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+
+
+class Conversation(Base):
+    """The thread. Its row is THE per-thread mutex (intake, worker claim and compress lock it)."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    owner_id: Mapped[str] = mapped_column(String(200), index=True)
+    agent_id: Mapped[str] = mapped_column(String(100), default="default")
+    title: Mapped[str] = mapped_column(String(500), default="")
+    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    #: Next per-conversation message sequence number (incremented under the row lock).
+    next_message_seq: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
+    next_request_seq: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+
+    __table_args__ = (Index("ix_conversations_owner_created", "owner_id", "created_at"),)
+
+
+class Message(Base):
+    """Full, append-only chat record. Compression never rewrites these rows."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(BigInteger)
+    role: Mapped[str] = mapped_column(String(20))  # user | assistant | tool
+    content: Mapped[str] = mapped_column(Text)
+    #: LangChain message id, so a message is persisted once even if a run is replayed.
+    lc_id: Mapped[str | None] = mapped_column(String(200))
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    tool_call_id: Mapped[str | None] = mapped_column(String(200))
+    tool_name: Mapped[str | None] = mapped_column(String(200))
+    run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq", name="uq_messages_conversation_seq"),
+        Index(
+            "uq_messages_conversation_lc_id",
+            "conversation_id",
+            "lc_id",
+            unique=True,
+            postgresql_where=text("lc_id IS NOT NULL"),
+        ),
+    )
+
+
+class AgentRunRequest(Base):
+    """Per-thread FIFO of user inputs not yet started."""
+
+    __tablename__ = "agent_run_requests"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(BigInteger)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    status: Mapped[RequestStatus] = mapped_column(
+        _enum(RequestStatus, "request_status"), default=RequestStatus.QUEUED
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq", name="uq_requests_conversation_seq"),
+        Index(
+            "ix_requests_queued",
+            "conversation_id",
+            "seq",
+            postgresql_where=text("status = 'queued'"),
+        ),
+    )
+
+
+class AgentRun(Base):
+    __tablename__ = "agent_runs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    request_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("agent_run_requests.id"))
+    status: Mapped[RunStatus] = mapped_column(_enum(RunStatus, "run_status"))
+    lease_holder: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: Set by ResumeRun; the worker picks the run up again and clears it.
+    resume_payload: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    cancel_requested: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    interrupt: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index(
+            "uq_agent_runs_one_active_per_thread",
+            "conversation_id",
+            unique=True,
+            postgresql_where=text("status IN ('running', 'interrupted')"),
+        ),
+        Index("ix_agent_runs_conversation_created", "conversation_id", "created_at"),
+    )
+
+
+class RunEvent(Base):
+    """Events of a run, persisted so SSE works across processes and can resume (Last-Event-ID)."""
+
+    __tablename__ = "run_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("agent_runs.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(50))
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (Index("ix_run_events_run_id_id", "run_id", "id"),)
+
+
+class KbDocument(Base):
+    __tablename__ = "kb_documents"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    kb: Mapped[str] = mapped_column(String(100), index=True)
+    owner_id: Mapped[str] = mapped_column(String(200))
+    title: Mapped[str] = mapped_column(String(500))
+    source: Mapped[str] = mapped_column(String(500), default="")
+    url: Mapped[str] = mapped_column(String(2000), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class KbChunk(Base):
+    __tablename__ = "kb_chunks"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    document_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("kb_documents.id", ondelete="CASCADE"), index=True
+    )
+    kb: Mapped[str] = mapped_column(String(100))
+    chunk_index: Mapped[int] = mapped_column(Integer)
+    content: Mapped[str] = mapped_column(Text)
+    tsv: Mapped[Any] = mapped_column(TSVECTOR)
+
+    __table_args__ = (
+        Index("ix_kb_chunks_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_kb_chunks_kb", "kb"),
+    )

@@ -1,0 +1,46 @@
+"""structlog configuration: JSON lines with request ids, and no secrets."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+
+_SECRET_KEYS = ("authorization", "api_key", "password", "token", "secret")
+
+
+def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Defence in depth: a key that looks secret never reaches the log sink."""
+    for key in list(event):
+        lowered = key.lower()
+        if any(s in lowered for s in _SECRET_KEYS) and not lowered.endswith("_tokens"):
+            event[key] = "[redacted]"
+    return event
+
+
+def configure_logging(level: str = "INFO", json: bool = True) -> None:
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact,
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+    ]
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[*processors, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(message)s")
+    for noisy in ("httpx", "httpcore", "openai", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

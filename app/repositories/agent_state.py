@@ -1,0 +1,62 @@
+"""Model-visible agent state, read and written ONLY through the compiled graph.
+
+The checkpoint tables belong to LangGraph; going through ``aget_state``/``aupdate_state`` keeps
+their format, channel versions and reducers LangGraph's business.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AnyMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+
+class CheckpointerRequired(RuntimeError):
+    """A graph compiled without a checkpointer has no durable state to read or replace."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStateSnapshot:
+    messages: list[AnyMessage]
+    next: tuple[str, ...]
+    has_checkpoint: bool
+
+
+class AgentStateRepository:
+    def __init__(self, graph: Any) -> None:
+        if getattr(graph, "checkpointer", None) in (None, False):
+            raise CheckpointerRequired("the agent graph was compiled without a checkpointer")
+        self.graph = graph
+
+    @staticmethod
+    def config(thread_id: uuid.UUID | str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": str(thread_id)}}
+
+    async def get(self, thread_id: uuid.UUID | str) -> AgentStateSnapshot:
+        state = await self.graph.aget_state(self.config(thread_id))
+        values = state.values or {}
+        return AgentStateSnapshot(
+            messages=list(values.get("messages", [])),
+            next=tuple(state.next or ()),
+            has_checkpoint=state.config is not None and bool(state.values),
+        )
+
+    async def replace_messages(
+        self, thread_id: uuid.UUID | str, messages: list[AnyMessage]
+    ) -> None:
+        """Swap the whole model view. ``as_node="model"`` keeps an idle thread idle (next == ())."""
+        await self.graph.aupdate_state(
+            self.config(thread_id),
+            {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]},
+            as_node="model",
+        )
+
+    async def prune_history(self, thread_id: uuid.UUID | str) -> None:
+        """Every update stores a full copy; keep only the latest checkpoint after a compression."""
+        checkpointer = self.graph.checkpointer
+        prune = getattr(checkpointer, "aprune", None)
+        if prune is not None:
+            await prune([str(thread_id)], strategy="keep_latest")

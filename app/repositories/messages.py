@@ -1,0 +1,101 @@
+"""The full, append-only chat record."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Message
+from app.repositories.conversations import ConversationRepository
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    role: str
+    content: str
+    lc_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    run_id: uuid.UUID | None = None
+
+
+class MessageRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+        self.conversations = ConversationRepository(session)
+
+    async def append(
+        self, conversation_id: uuid.UUID, items: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Append in order; a message whose LangChain id is already stored is skipped (idempotent)."""
+        lc_ids = [m.lc_id for m in items if m.lc_id]
+        known: set[str] = set()
+        if lc_ids:
+            rows = await self.session.scalars(
+                select(Message.lc_id).where(
+                    Message.conversation_id == conversation_id, Message.lc_id.in_(lc_ids)
+                )
+            )
+            known = {r for r in rows if r}
+        fresh: list[NewMessage] = []
+        seen: set[str] = set()
+        for m in items:
+            if m.lc_id and (m.lc_id in known or m.lc_id in seen):
+                continue
+            if m.lc_id:
+                seen.add(m.lc_id)
+            fresh.append(m)
+        if not fresh:
+            return []
+        first = await self.conversations.allocate_message_seqs(conversation_id, len(fresh))
+        rows_out = [
+            Message(
+                id=uuid.uuid4(),
+                conversation_id=conversation_id,
+                seq=first + i,
+                role=m.role,
+                content=m.content,
+                lc_id=m.lc_id,
+                tool_calls=m.tool_calls,
+                tool_call_id=m.tool_call_id,
+                tool_name=m.tool_name,
+                run_id=m.run_id,
+            )
+            for i, m in enumerate(fresh)
+        ]
+        self.session.add_all(rows_out)
+        await self.session.flush()
+        return rows_out
+
+    async def list(
+        self, conversation_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100
+    ) -> Sequence[Message]:
+        return (
+            await self.session.scalars(
+                select(Message)
+                .where(Message.conversation_id == conversation_id, Message.seq > after_seq)
+                .order_by(Message.seq)
+                .limit(limit)
+            )
+        ).all()
+
+    async def count(self, conversation_id: uuid.UUID) -> int:
+        return int(
+            await self.session.scalar(
+                select(func.count()).where(Message.conversation_id == conversation_id)
+            )
+            or 0
+        )
+
+    async def get_by_lc_id(self, conversation_id: uuid.UUID, lc_id: str) -> Message | None:
+        return await self.session.scalar(
+            select(Message).where(
+                Message.conversation_id == conversation_id, Message.lc_id == lc_id
+            )
+        )

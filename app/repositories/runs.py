@@ -1,0 +1,259 @@
+"""Run requests (the per-thread FIFO), runs (with leases) and their events."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import (
+    ACTIVE_RUN_STATUSES,
+    AgentRun,
+    AgentRunRequest,
+    Conversation,
+    RequestStatus,
+    RunEvent,
+    RunStatus,
+)
+
+TERMINAL_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class RunRequestRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def enqueue(
+        self, conversation_id: uuid.UUID, seq: int, payload: dict[str, Any]
+    ) -> AgentRunRequest:
+        req = AgentRunRequest(
+            id=uuid.uuid4(),
+            conversation_id=conversation_id,
+            seq=seq,
+            payload=payload,
+            status=RequestStatus.QUEUED,
+        )
+        self.session.add(req)
+        await self.session.flush()
+        return req
+
+    async def has_queued(self, conversation_id: uuid.UUID) -> bool:
+        return bool(
+            await self.session.scalar(
+                select(
+                    exists().where(
+                        AgentRunRequest.conversation_id == conversation_id,
+                        AgentRunRequest.status == RequestStatus.QUEUED,
+                    )
+                )
+            )
+        )
+
+    async def oldest_queued(self, conversation_id: uuid.UUID) -> AgentRunRequest | None:
+        return await self.session.scalar(
+            select(AgentRunRequest)
+            .where(
+                AgentRunRequest.conversation_id == conversation_id,
+                AgentRunRequest.status == RequestStatus.QUEUED,
+            )
+            .order_by(AgentRunRequest.seq)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+
+    async def mark(self, request_id: uuid.UUID, status: RequestStatus) -> None:
+        await self.session.execute(
+            update(AgentRunRequest).where(AgentRunRequest.id == request_id).values(status=status)
+        )
+
+    async def get(self, request_id: uuid.UUID) -> AgentRunRequest | None:
+        return await self.session.get(AgentRunRequest, request_id)
+
+    async def claimable_conversation(self) -> uuid.UUID | None:
+        """The idle thread whose oldest queued input waited longest, locked (SKIP LOCKED).
+
+        Locking the Conversation row here is what keeps claim, intake and compress apart.
+        """
+        queued = (
+            select(func.min(AgentRunRequest.created_at))
+            .where(
+                AgentRunRequest.conversation_id == Conversation.id,
+                AgentRunRequest.status == RequestStatus.QUEUED,
+            )
+            .scalar_subquery()
+        )
+        active = exists().where(
+            AgentRun.conversation_id == Conversation.id,
+            AgentRun.status.in_(ACTIVE_RUN_STATUSES),
+        )
+        stmt = (
+            select(Conversation.id)
+            .where(queued.is_not(None), ~active, Conversation.archived.is_(False))
+            .order_by(queued)
+            .limit(1)
+            .with_for_update(of=Conversation, skip_locked=True)
+        )
+        return await self.session.scalar(stmt)
+
+
+class RunRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def active_status(self, conversation_id: uuid.UUID) -> RunStatus | None:
+        return await self.session.scalar(
+            select(AgentRun.status).where(
+                AgentRun.conversation_id == conversation_id,
+                AgentRun.status.in_(ACTIVE_RUN_STATUSES),
+            )
+        )
+
+    async def start(
+        self,
+        *,
+        conversation_id: uuid.UUID,
+        request_id: uuid.UUID,
+        holder: str,
+        lease_seconds: float,
+    ) -> AgentRun:
+        run = AgentRun(
+            id=uuid.uuid4(),
+            conversation_id=conversation_id,
+            request_id=request_id,
+            status=RunStatus.RUNNING,
+            lease_holder=holder,
+            lease_expires_at=func.now() + timedelta(seconds=lease_seconds),
+            started_at=func.now(),
+        )
+        self.session.add(run)
+        await self.session.flush()
+        await self.session.refresh(run)
+        return run
+
+    async def get(self, run_id: uuid.UUID) -> AgentRun | None:
+        return await self.session.get(AgentRun, run_id, populate_existing=True)
+
+    async def get_owned(self, run_id: uuid.UUID, owner_id: str) -> AgentRun | None:
+        return await self.session.scalar(
+            select(AgentRun)
+            .join(Conversation, Conversation.id == AgentRun.conversation_id)
+            .where(AgentRun.id == run_id, Conversation.owner_id == owner_id)
+        )
+
+    async def lock(self, run_id: uuid.UUID) -> AgentRun | None:
+        return await self.session.scalar(
+            select(AgentRun)
+            .where(AgentRun.id == run_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+
+    async def list_for_conversation(
+        self, conversation_id: uuid.UUID, *, limit: int = 50
+    ) -> Sequence[AgentRun]:
+        return (
+            await self.session.scalars(
+                select(AgentRun)
+                .where(AgentRun.conversation_id == conversation_id)
+                .order_by(AgentRun.created_at.desc(), AgentRun.id)
+                .limit(limit)
+            )
+        ).all()
+
+    async def heartbeat(self, run_id: uuid.UUID, holder: str, lease_seconds: float) -> bool:
+        """Extend the lease; False when the lease was lost (expired and recovered, or cancelled)."""
+        result = await self.session.execute(
+            update(AgentRun)
+            .where(
+                AgentRun.id == run_id,
+                AgentRun.lease_holder == holder,
+                AgentRun.status == RunStatus.RUNNING,
+                AgentRun.cancel_requested.is_(False),
+            )
+            .values(lease_expires_at=func.now() + timedelta(seconds=lease_seconds))
+            .returning(AgentRun.id)
+        )
+        return result.scalar() is not None
+
+    async def set_fields(self, run_id: uuid.UUID, **values: Any) -> None:
+        await self.session.execute(update(AgentRun).where(AgentRun.id == run_id).values(**values))
+
+    async def add_usage(
+        self, run_id: uuid.UUID, *, input_tokens: int, output_tokens: int, calls: int
+    ) -> None:
+        await self.session.execute(
+            update(AgentRun)
+            .where(AgentRun.id == run_id)
+            .values(
+                input_tokens=AgentRun.input_tokens + input_tokens,
+                output_tokens=AgentRun.output_tokens + output_tokens,
+                model_calls=AgentRun.model_calls + calls,
+            )
+        )
+
+    async def expired(self, *, limit: int = 20) -> Sequence[AgentRun]:
+        return (
+            await self.session.scalars(
+                select(AgentRun)
+                .where(
+                    AgentRun.status == RunStatus.RUNNING,
+                    AgentRun.lease_holder.is_not(None),
+                    AgentRun.lease_expires_at < func.now(),
+                )
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+        ).all()
+
+    async def claim_resumable(self, holder: str, lease_seconds: float) -> AgentRun | None:
+        """A run that ResumeRun handed back (running, no lease holder), now leased to ``holder``."""
+        run = await self.session.scalar(
+            select(AgentRun)
+            .where(
+                AgentRun.status == RunStatus.RUNNING,
+                AgentRun.lease_holder.is_(None),
+                AgentRun.resume_payload.is_not(None),
+            )
+            .order_by(AgentRun.created_at)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        if run is None:
+            return None
+        await self.set_fields(
+            run.id,
+            lease_holder=holder,
+            lease_expires_at=func.now() + timedelta(seconds=lease_seconds),
+        )
+        await self.session.refresh(run)
+        return run
+
+    async def now(self) -> datetime:
+        return await self.session.scalar(select(func.now()))  # type: ignore[return-value]
+
+
+class RunEventRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def append(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> int:
+        event = RunEvent(run_id=run_id, type=type_, data=data)
+        self.session.add(event)
+        await self.session.flush()
+        return int(event.id)
+
+    async def after(
+        self, run_id: uuid.UUID, after_id: int, *, limit: int = 500
+    ) -> Sequence[RunEvent]:
+        return (
+            await self.session.scalars(
+                select(RunEvent)
+                .where(RunEvent.run_id == run_id, RunEvent.id > after_id)
+                .order_by(RunEvent.id)
+                .limit(limit)
+            )
+        ).all()

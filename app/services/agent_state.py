@@ -1,0 +1,111 @@
+"""GetAgentState: the model-visible view, its next-turn pressure and what can be done about it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.graph import AgentRuntime
+from app.agents.messages import message_text, offload_info
+from app.agents.middlewares.summary import is_summary_message, summary_text_of
+from app.repositories.agent_state import AgentStateRepository
+from app.repositories.conversations import ConversationRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
+
+#: Manual compression is suggested from this share of ``summary_threshold`` on (display only).
+SUGGEST_PERCENT = 85
+
+
+def compression_suggested(input_tokens: int, threshold: int) -> bool:
+    """Integer arithmetic, so 84.9% is false and exactly 85% is true."""
+    return input_tokens * 100 >= SUGGEST_PERCENT * threshold
+
+
+@dataclass(frozen=True, slots=True)
+class StateView:
+    thread_id: uuid.UUID
+    messages: list[dict[str, Any]]
+    summary_present: bool
+    summarized_messages: int
+    summary_text: str | None
+    input_tokens: int
+    summary_threshold: int
+    pressure: float
+    compression_suggested: bool
+    manual_available: bool
+    manual_reason: str | None
+    next: list[str]
+
+
+def describe_message(m: AnyMessage) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "type": m.type,
+        "content": message_text(m),
+        "name": getattr(m, "name", None),
+        "tool_calls": (
+            [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
+            if isinstance(m, AIMessage) and m.tool_calls
+            else None
+        ),
+        "tool_call_id": m.tool_call_id if isinstance(m, ToolMessage) else None,
+        "offload": offload_info(m),
+        "is_summary": is_summary_message(m),
+    }
+
+
+class AgentStateService:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], agent: AgentRuntime) -> None:
+        self.sessions = sessions
+        self.agent = agent
+
+    async def busy_reason(self, session: AsyncSession, thread_id: uuid.UUID) -> str | None:
+        """Why the thread cannot be compressed now (shared with the compression service)."""
+        status = await RunRepository(session).active_status(thread_id)
+        if status is not None:
+            return f"run_{status.value}"
+        if await RunRequestRepository(session).has_queued(thread_id):
+            return "request_queued"
+        return None
+
+    async def view(self, thread_id: uuid.UUID, owner_id: str) -> StateView:
+        async with self.sessions() as session:
+            await ConversationRepository(session).get_owned(thread_id, owner_id)
+            busy = await self.busy_reason(session, thread_id)
+        snapshot = await AgentStateRepository(self.agent.graph).get(thread_id)
+        compressor = self.agent.compressor
+        threshold = compressor.summary_threshold
+        tokens = compressor.count(
+            snapshot.messages, system_message=self.agent.system_message, tools=self.agent.tools
+        )
+        summary = next((m for m in snapshot.messages if is_summary_message(m)), None)
+        summarized = 0
+        if summary is not None:
+            meta = (summary.additional_kwargs or {}).get("threadkeeper") or {}
+            summarized = int(meta.get("summarized_messages", 0) or 0)
+        if not self.agent.capabilities.get("manual_compression", False):
+            available, reason = False, "not_supported"
+        elif busy is not None:
+            available, reason = False, "thread_busy"
+        elif not snapshot.messages:
+            available, reason = False, "empty_history"
+        else:
+            available, reason = True, None
+        return StateView(
+            thread_id=thread_id,
+            messages=[describe_message(m) for m in snapshot.messages],
+            summary_present=summary is not None,
+            summarized_messages=summarized,
+            summary_text=summary_text_of(summary) if summary is not None else None,
+            input_tokens=tokens,
+            summary_threshold=threshold,
+            pressure=round(tokens / threshold, 4) if threshold else 0.0,
+            compression_suggested=compression_suggested(tokens, threshold),
+            manual_available=available,
+            manual_reason=reason,
+            next=list(snapshot.next),
+        )

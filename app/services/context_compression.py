@@ -1,0 +1,96 @@
+"""Manual context compression: one synchronous request, mutually exclusive with runs and intake.
+
+Transaction: lock the Conversation row (the lock intake and the worker's claim take) -> no
+running/interrupted run and no queued request -> middleware manual path -> write the new view via
+the compiled graph -> commit (releases the lock).
+
+Atomicity: the checkpointer writes on its own psycopg connection, so the row lock gives mutual
+exclusion, not a shared transaction. This is safe because compression writes nothing else: the
+checkpoint write is the single durable effect and it is atomic on its own. A failure before it
+(summarizer error, nothing to compress, client gone) writes nothing; Workdir files written by the
+deterministic pass are content files named by tool_call_id and are harmless if unused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.graph import AgentRuntime
+from app.agents.middlewares import summary as summary_mw
+from app.repositories.agent_state import AgentStateRepository
+from app.repositories.conversations import ConversationRepository
+from app.services.agent_state import AgentStateService
+from app.services.errors import CompressionFailed, NothingToCompress, NotSupported, ThreadBusy
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionReport:
+    before_tokens: int
+    after_tokens: int
+    offloaded: int
+    summarized: bool
+
+
+class ContextCompressionService:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], agent: AgentRuntime, lock_timeout_ms: int
+    ) -> None:
+        self.sessions = sessions
+        self.agent = agent
+        self.lock_timeout_ms = lock_timeout_ms
+        self.state = AgentStateRepository(agent.graph)
+
+    async def compress(self, thread_id: uuid.UUID, owner_id: str) -> CompressionReport:
+        if not self.agent.capabilities.get("manual_compression", False):
+            raise NotSupported("this agent does not support manual compression")
+        async with self.sessions() as session, session.begin():
+            await ConversationRepository(session).lock(
+                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
+            )
+            busy = await AgentStateService(self.sessions, self.agent).busy_reason(
+                session, thread_id
+            )
+            if busy is not None:
+                raise ThreadBusy(f"the thread is busy ({busy}); try again when it is idle")
+            snapshot = await self.state.get(thread_id)
+            if not snapshot.messages:
+                raise NothingToCompress("the thread has no model-visible history yet")
+            try:
+                outcome = await self.agent.compressor.compress(
+                    snapshot.messages,
+                    thread_id=str(thread_id),
+                    system_message=self.agent.system_message,
+                    tools=self.agent.tools,
+                    force=True,
+                    reason="manual",
+                )
+            except summary_mw.NothingToCompress as exc:
+                raise NothingToCompress(str(exc)) from exc
+            except summary_mw.SummaryError as exc:
+                log.warning("manual_compression_failed", thread_id=str(thread_id), error=str(exc))
+                raise CompressionFailed(f"{exc}; nothing was written") from exc
+            await self.state.replace_messages(thread_id, outcome.messages)
+        try:
+            await self.state.prune_history(thread_id)
+        except Exception as exc:  # pruning is housekeeping; the compression itself succeeded
+            log.warning("checkpoint_prune_failed", thread_id=str(thread_id), error=repr(exc))
+        log.info(
+            "manual_compression",
+            thread_id=str(thread_id),
+            before_tokens=outcome.before_tokens,
+            after_tokens=outcome.after_tokens,
+            offloaded=len(outcome.offloaded),
+            summarized=outcome.summarized,
+        )
+        return CompressionReport(
+            before_tokens=outcome.before_tokens,
+            after_tokens=outcome.after_tokens,
+            offloaded=len(outcome.offloaded),
+            summarized=outcome.summarized,
+        )

@@ -1,0 +1,58 @@
+"""Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    code: str = "error"
+    status_code: int = 400
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail or self.code)
+        self.detail = detail or self.code
+
+
+class NotFound(DomainError):
+    code = "not_found"
+    status_code = 404
+
+
+class ThreadBusy(DomainError):
+    """The thread has a running/interrupted run or queued input, or its lock is held."""
+
+    code = "thread_busy"
+    status_code = 409
+
+
+class NothingToCompress(DomainError):
+    code = "nothing_to_compress"
+    status_code = 422
+
+
+class InvalidState(DomainError):
+    """The operation does not fit the resource's current state (e.g. resume a completed run)."""
+
+    code = "invalid_state"
+    status_code = 409
+
+
+class ValidationFailed(DomainError):
+    code = "validation_error"
+    status_code = 400
+
+
+class NotSupported(DomainError):
+    code = "not_supported"
+    status_code = 422
+
+
+class CompressionFailed(DomainError):
+    """The summarizer failed; nothing was written."""
+
+    code = "compression_failed"
+    status_code = 502
+
+
+class ServiceUnavailable(DomainError):
+    code = "unavailable"
+    status_code = 503

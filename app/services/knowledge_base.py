@@ -1,0 +1,79 @@
+"""Knowledge-base ingestion and search (the same search the query_kb tool runs)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.tools import kb_payload
+from app.repositories.knowledge_base import KnowledgeBaseRepository
+
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+
+def split_into_chunks(text: str, max_chars: int) -> list[str]:
+    """Paragraph-aware chunks of at most ``max_chars`` (long paragraphs are cut on spaces)."""
+    chunks: list[str] = []
+    current = ""
+    for para in (p.strip() for p in _PARAGRAPH.split(text)):
+        if not para:
+            continue
+        while len(para) > max_chars:
+            cut = para.rfind(" ", 0, max_chars)
+            cut = cut if cut > max_chars // 2 else max_chars
+            pieces = para[:cut].strip()
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(pieces)
+            para = para[cut:].strip()
+        if current and len(current) + 2 + len(para) > max_chars:
+            chunks.append(current)
+            current = para
+        else:
+            current = f"{current}\n\n{para}" if current else para
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+@dataclass(frozen=True, slots=True)
+class AddedDocument:
+    id: uuid.UUID
+    kb: str
+    title: str
+    chunks: int
+
+
+class KnowledgeBaseService:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self.sessions = sessions
+
+    async def add_document(
+        self,
+        *,
+        kb: str,
+        owner_id: str,
+        title: str,
+        content: str,
+        source: str,
+        url: str,
+        chunk_chars: int,
+    ) -> AddedDocument:
+        chunks = split_into_chunks(content, chunk_chars)
+        async with self.sessions() as session, session.begin():
+            doc = await KnowledgeBaseRepository(session).add_document(
+                kb=kb, owner_id=owner_id, title=title, source=source, url=url, chunks=chunks
+            )
+        return AddedDocument(id=doc.id, kb=kb, title=title, chunks=len(chunks))
+
+    async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> dict[str, Any]:
+        async with self.sessions() as session:
+            hits = await KnowledgeBaseRepository(session).search(
+                kb=kb, owner_id=owner_id, query=query, limit=limit
+            )
+        return kb_payload(query, hits)

@@ -1,0 +1,153 @@
+"""Run use cases: read, list, cancel, resume, and the event feed behind SSE."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import func
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.api.schemas import Decision
+from app.db.models import AgentRun, RunEvent, RunStatus
+from app.repositories.conversations import ConversationRepository
+from app.repositories.runs import RunEventRepository, RunRepository
+from app.services.errors import InvalidState, NotFound, ValidationFailed
+
+
+def hitl_decisions(
+    interrupt: dict[str, Any] | None, decisions: Sequence[Decision]
+) -> dict[str, Any]:
+    """Our API decisions -> langchain HumanInTheLoopMiddleware's resume payload, validated."""
+    actions = list((interrupt or {}).get("action_requests") or [])
+    if len(decisions) != len(actions):
+        raise ValidationFailed(
+            f"expected {len(actions)} decision(s), one per pending tool call, got {len(decisions)}"
+        )
+    out: list[dict[str, Any]] = []
+    for decision, action in zip(decisions, actions, strict=True):
+        if decision.type == "approve":
+            out.append({"type": "approve"})
+        elif decision.type == "reject":
+            item: dict[str, Any] = {"type": "reject"}
+            if decision.message:
+                item["message"] = decision.message
+            out.append(item)
+        else:
+            if decision.args is None:
+                raise ValidationFailed("an edit decision needs args")
+            out.append(
+                {"type": "edit", "edited_action": {"name": action["name"], "args": decision.args}}
+            )
+    return {"decisions": out}
+
+
+class RunService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        lock_timeout_ms: int,
+        on_resumed: Callable[[], None] | None = None,
+        on_cancel: Callable[[uuid.UUID], None] | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.lock_timeout_ms = lock_timeout_ms
+        self.on_resumed = on_resumed
+        self.on_cancel = on_cancel
+
+    async def get(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
+        async with self.sessions() as session:
+            run = await RunRepository(session).get_owned(run_id, owner_id)
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            return run
+
+    async def list(self, thread_id: uuid.UUID, owner_id: str, *, limit: int) -> Sequence[AgentRun]:
+        async with self.sessions() as session:
+            await ConversationRepository(session).get_owned(thread_id, owner_id)
+            return await RunRepository(session).list_for_conversation(thread_id, limit=limit)
+
+    async def cancel(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            owned = await runs.get_owned(run_id, owner_id)
+            if owned is None:
+                raise NotFound(f"run {run_id} not found")
+            await ConversationRepository(session).lock(
+                owned.conversation_id, timeout_ms=self.lock_timeout_ms
+            )
+            run = await runs.lock(run_id)
+            assert run is not None
+            if run.status == RunStatus.RUNNING:
+                await runs.set_fields(run_id, cancel_requested=True)
+                if run.lease_holder is None:  # resumed but not yet picked up: end it here
+                    await self._end_cancelled(session, run_id)
+            elif run.status == RunStatus.INTERRUPTED:
+                await self._end_cancelled(session, run_id)
+            else:
+                raise InvalidState(f"run is already {run.status.value}")
+            await session.flush()
+            run = await runs.get(run_id)
+            assert run is not None
+        if self.on_cancel is not None:
+            self.on_cancel(run_id)
+        return run
+
+    @staticmethod
+    async def _end_cancelled(session: AsyncSession, run_id: uuid.UUID) -> None:
+        await RunRepository(session).set_fields(
+            run_id,
+            status=RunStatus.CANCELLED,
+            cancel_requested=True,
+            error="cancelled by request",
+            lease_holder=None,
+            resume_payload=None,
+            finished_at=func.now(),
+        )
+        await RunEventRepository(session).append(
+            run_id, "status", {"status": "cancelled", "final": True}
+        )
+
+    async def resume(
+        self, run_id: uuid.UUID, owner_id: str, decisions: Sequence[Decision]
+    ) -> AgentRun:
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            owned = await runs.get_owned(run_id, owner_id)
+            if owned is None:
+                raise NotFound(f"run {run_id} not found")
+            await ConversationRepository(session).lock(
+                owned.conversation_id, timeout_ms=self.lock_timeout_ms
+            )
+            run = await runs.lock(run_id)
+            assert run is not None
+            if run.status != RunStatus.INTERRUPTED:
+                raise InvalidState(f"run is {run.status.value}, not interrupted")
+            payload = hitl_decisions(run.interrupt, decisions)
+            await runs.set_fields(
+                run_id,
+                status=RunStatus.RUNNING,
+                resume_payload=payload,
+                interrupt=None,
+                lease_holder=None,
+                lease_expires_at=None,
+            )
+            await RunEventRepository(session).append(run_id, "status", {"status": "resumed"})
+            await session.flush()
+            run = await runs.get(run_id)
+            assert run is not None
+        if self.on_resumed is not None:
+            self.on_resumed()
+        return run
+
+    async def events_after(
+        self, run_id: uuid.UUID, owner_id: str | None, after_id: int
+    ) -> tuple[Sequence[RunEvent], RunStatus]:
+        async with self.sessions() as session:
+            runs = RunRepository(session)
+            run = await (runs.get_owned(run_id, owner_id) if owner_id else runs.get(run_id))
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            events = await RunEventRepository(session).after(run_id, after_id)
+            return events, run.status

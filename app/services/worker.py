@@ -1,0 +1,451 @@
+"""The run worker: claims queued input FIFO per idle thread, runs the graph under a lease.
+
+In-process by default (started in the app lifespan); ``python -m app worker`` runs it apart.
+Mutual exclusion comes from the Conversation row lock taken at claim time plus the partial unique
+index "one running/interrupted run per thread" — never from LangGraph, which has no thread lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
+from langgraph.types import Command
+from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.context import AgentContext
+from app.agents.graph import AgentRuntime
+from app.agents.messages import message_text
+from app.agents.middlewares.summary import is_summary_message
+from app.config import Settings
+from app.db.models import RequestStatus, RunStatus
+from app.repositories.conversations import ConversationRepository
+from app.repositories.messages import MessageRepository, NewMessage
+from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    run_id: uuid.UUID
+    conversation_id: uuid.UUID
+    owner_id: str
+    graph_input: Any
+
+
+class LeaseLost(Exception):
+    """The lease expired and was recovered elsewhere, or a cancel was requested."""
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
+    """Tool calls of AI messages that never got a ToolMessage (a run died between the two)."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    pending: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, AIMessage):
+            for call in m.tool_calls:
+                if call.get("id") and call["id"] not in answered:
+                    pending.append({"id": call["id"], "name": call["name"]})
+    return pending
+
+
+class RunWorker:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        runtime: AgentRuntime,
+        holder: str | None = None,
+        max_concurrent_runs: int = 4,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.runtime = runtime
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self._stopping = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stopping = False
+        self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
+
+    async def stop(self) -> None:
+        """Stop claiming; in-flight runs are cancelled and their leases left to expire elsewhere."""
+        self._stopping = True
+        self._wake.set()
+        tasks = [t for t in [self._loop_task, *self._runs.values()] if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def cancel_local(self, run_id: uuid.UUID) -> None:
+        task = self._runs.get(run_id)
+        if task is not None:
+            task.cancel()
+
+    async def wait_idle(self) -> None:
+        """Test helper: wait until no run is executing in this process."""
+        while self._runs:
+            await asyncio.gather(*list(self._runs.values()), return_exceptions=True)
+
+    # --- claiming -----------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self.recover_expired()
+                while not self._stopping and await self._claim_and_spawn():
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("worker_loop_error", error=repr(exc))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_seconds)
+
+    async def _claim_and_spawn(self) -> bool:
+        if self._slots.locked():
+            return False
+        claimed = await self.claim_resumable() or await self.claim_next()
+        if claimed is None:
+            return False
+        await self._slots.acquire()
+        task = asyncio.create_task(self._execute(claimed), name=f"run-{claimed.run_id}")
+        self._runs[claimed.run_id] = task
+
+        def _done(_: asyncio.Task[None], run_id: uuid.UUID = claimed.run_id) -> None:
+            self._runs.pop(run_id, None)
+            self._slots.release()
+            self._wake.set()
+
+        task.add_done_callback(_done)
+        return True
+
+    async def claim_next(self) -> ClaimedRun | None:
+        """Oldest queued input of an idle thread -> a running run, in one transaction."""
+        try:
+            async with self.sessions() as session, session.begin():
+                requests = RunRequestRepository(session)
+                conv_id = await requests.claimable_conversation()
+                if conv_id is None:
+                    return None
+                conv = await ConversationRepository(session).get(conv_id)
+                request = await requests.oldest_queued(conv_id)
+                if conv is None or request is None:
+                    return None
+                await requests.mark(request.id, RequestStatus.DISPATCHED)
+                run = await RunRepository(session).start(
+                    conversation_id=conv_id,
+                    request_id=request.id,
+                    holder=self.holder,
+                    lease_seconds=self.settings.lease_seconds,
+                )
+                await RunEventRepository(session).append(
+                    run.id, "status", {"status": "running", "request_id": str(request.id)}
+                )
+                payload = request.payload
+                human = HumanMessage(content=payload["content"], id=payload["lc_id"])
+                return ClaimedRun(
+                    run_id=run.id,
+                    conversation_id=conv_id,
+                    owner_id=conv.owner_id,
+                    graph_input={"messages": [human]},
+                )
+        except IntegrityError:
+            # Another worker started a run on this thread between our snapshot and our insert.
+            log.info("claim_lost_race")
+            return None
+
+    async def claim_resumable(self) -> ClaimedRun | None:
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.claim_resumable(self.holder, self.settings.lease_seconds)
+            if run is None:
+                return None
+            conv = await ConversationRepository(session).get(run.conversation_id)
+            assert conv is not None
+            payload = run.resume_payload
+            await runs.set_fields(run.id, resume_payload=None)
+            await RunEventRepository(session).append(run.id, "status", {"status": "running"})
+            return ClaimedRun(
+                run_id=run.id,
+                conversation_id=run.conversation_id,
+                owner_id=conv.owner_id,
+                graph_input=Command(resume=payload),
+            )
+
+    async def recover_expired(self) -> int:
+        """Runs whose worker vanished: fail them (their input is not replayed: tools may have run)."""
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            expired = await runs.expired()
+            for run in expired:
+                await runs.set_fields(
+                    run.id,
+                    status=RunStatus.FAILED,
+                    error="lease expired: the worker running it stopped responding",
+                    lease_holder=None,
+                    finished_at=func.now(),
+                )
+                await RunEventRepository(session).append(
+                    run.id, "status", {"status": "failed", "error": "lease_expired", "final": True}
+                )
+                log.warning("run_lease_recovered", run_id=str(run.id))
+            return len(expired)
+
+    # --- execution ----------------------------------------------------------------------------
+    async def _execute(self, claimed: ClaimedRun) -> None:
+        bound = log.bind(run_id=str(claimed.run_id), thread_id=str(claimed.conversation_id))
+        heartbeat = asyncio.create_task(self._heartbeat(claimed.run_id))
+        runner = asyncio.create_task(self._run_graph(claimed))
+        try:
+            done, _ = await asyncio.wait({heartbeat, runner}, return_when=asyncio.FIRST_COMPLETED)
+            if heartbeat in done and not runner.done():
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+                await self._finish_cancelled_or_lost(claimed)
+                return
+            status, error, interrupt = runner.result()
+            await self._finish(claimed, status, error, interrupt)
+            bound.info("run_finished", status=status.value)
+        except asyncio.CancelledError:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+            await asyncio.shield(self._finish_cancelled_or_lost(claimed))
+            raise
+        except Exception as exc:
+            bound.error("run_crashed", error=repr(exc))
+            await self._finish(claimed, RunStatus.FAILED, f"internal error: {exc!r}", None)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await heartbeat
+
+    async def _heartbeat(self, run_id: uuid.UUID) -> None:
+        """Returns (ending the run) when the lease is lost or a cancel was requested."""
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            async with self.sessions() as session, session.begin():
+                alive = await RunRepository(session).heartbeat(
+                    run_id, self.holder, self.settings.lease_seconds
+                )
+            if not alive:
+                return
+
+    async def _run_graph(
+        self, claimed: ClaimedRun
+    ) -> tuple[RunStatus, str | None, dict[str, Any] | None]:
+        config = self.runtime.config_for(claimed.conversation_id)
+        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
+        graph = self.runtime.graph
+        if not isinstance(claimed.graph_input, Command):
+            await self._repair_dangling_tool_calls(config)
+        interrupt: dict[str, Any] | None = None
+        try:
+            async for mode, chunk in self._stream(graph, claimed.graph_input, config, context):
+                if mode == "custom":
+                    if isinstance(chunk, dict) and chunk.get("type"):
+                        await self._event(claimed.run_id, str(chunk["type"]), chunk)
+                    continue
+                for node, update in (chunk or {}).items():
+                    if node == "__interrupt__":
+                        values = [getattr(i, "value", i) for i in update]
+                        interrupt = _json_safe(values[0] if len(values) == 1 else values)
+                        continue
+                    await self._persist_update(claimed, update)
+        except Exception as exc:
+            return RunStatus.FAILED, f"{type(exc).__name__}: {exc}", None
+        if interrupt is not None:
+            return RunStatus.INTERRUPTED, None, interrupt
+        return RunStatus.COMPLETED, None, None
+
+    async def _stream(
+        self, graph: Any, graph_input: Any, config: dict[str, Any], context: AgentContext
+    ) -> AsyncIterator[tuple[str, Any]]:
+        async for item in graph.astream(
+            graph_input, config, context=context, stream_mode=["updates", "custom"]
+        ):
+            mode, chunk = item
+            yield mode, chunk
+
+    async def _repair_dangling_tool_calls(self, config: dict[str, Any]) -> None:
+        """A run that died between a tool call and its result leaves the history invalid for any
+        provider; answer those calls with an explicit 'not executed' result before going on."""
+        state = await self.runtime.graph.aget_state(config)
+        messages: list[AnyMessage] = list((state.values or {}).get("messages", []))
+        pending = dangling_tool_calls(messages)
+        if not pending:
+            return
+        patch = [
+            ToolMessage(
+                content="Not executed: the run that requested this tool call ended first.",
+                tool_call_id=p["id"],
+                name=p["name"],
+                status="error",
+            )
+            for p in pending
+        ]
+        await self.runtime.graph.aupdate_state(config, {"messages": patch}, as_node="tools")
+
+    async def _persist_update(self, claimed: ClaimedRun, update: Any) -> None:
+        updates = update if isinstance(update, list) else [update]
+        new: list[BaseMessage] = []
+        for u in updates:
+            if not isinstance(u, dict):
+                continue
+            for m in u.get("messages") or []:
+                if isinstance(m, RemoveMessage) or is_summary_message(m):
+                    continue
+                if isinstance(m, (AIMessage, ToolMessage)):
+                    new.append(m)
+        if not new:
+            return
+        rows = [self._row(claimed.run_id, m) for m in new]
+        async with self.sessions() as session, session.begin():
+            stored = await MessageRepository(session).append(claimed.conversation_id, rows)
+            stored_ids = {s.lc_id for s in stored}
+            # Usage is counted once per AI message actually stored (replays are skipped).
+            fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]
+            if fresh_ai:
+                await RunRepository(session).add_usage(
+                    claimed.run_id,
+                    input_tokens=sum(
+                        int((m.usage_metadata or {}).get("input_tokens", 0)) for m in fresh_ai
+                    ),
+                    output_tokens=sum(
+                        int((m.usage_metadata or {}).get("output_tokens", 0)) for m in fresh_ai
+                    ),
+                    calls=len(fresh_ai),
+                )
+            events = RunEventRepository(session)
+            for s in stored:
+                await events.append(
+                    claimed.run_id,
+                    "message",
+                    {
+                        "message_id": str(s.id),
+                        "seq": s.seq,
+                        "role": s.role,
+                        "content": s.content,
+                        "tool_calls": s.tool_calls,
+                        "tool_call_id": s.tool_call_id,
+                        "tool_name": s.tool_name,
+                    },
+                )
+
+    @staticmethod
+    def _row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
+        if isinstance(m, AIMessage):
+            calls = [
+                {"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls
+            ]
+            return NewMessage(
+                role="assistant",
+                content=message_text(m),
+                lc_id=m.id,
+                tool_calls=_json_safe(calls) or None,
+                run_id=run_id,
+            )
+        assert isinstance(m, ToolMessage)
+        return NewMessage(
+            role="tool",
+            content=message_text(m),
+            lc_id=m.id,
+            tool_call_id=m.tool_call_id,
+            tool_name=m.name,
+            run_id=run_id,
+        )
+
+    async def _event(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> None:
+        async with self.sessions() as session, session.begin():
+            await RunEventRepository(session).append(run_id, type_, _json_safe(data))
+
+    async def _finish(
+        self,
+        claimed: ClaimedRun,
+        status: RunStatus,
+        error: str | None,
+        interrupt: dict[str, Any] | None,
+    ) -> None:
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.lock(claimed.run_id)
+            if run is None or run.status != RunStatus.RUNNING or run.lease_holder != self.holder:
+                return  # recovered or cancelled meanwhile: the other party wrote the outcome
+            if run.cancel_requested and status != RunStatus.COMPLETED:
+                status, error = RunStatus.CANCELLED, "cancelled by request"
+            fields: dict[str, Any] = {"status": status, "error": error, "interrupt": interrupt}
+            if status == RunStatus.INTERRUPTED:
+                fields["lease_holder"] = None
+                fields["lease_expires_at"] = None
+            else:
+                fields["finished_at"] = func.now()
+            await runs.set_fields(claimed.run_id, **fields)
+            await RunEventRepository(session).append(
+                claimed.run_id,
+                "status",
+                {
+                    "status": status.value,
+                    "error": error,
+                    "interrupt": interrupt,
+                    "final": status != RunStatus.INTERRUPTED,
+                },
+            )
+
+    async def _finish_cancelled_or_lost(self, claimed: ClaimedRun) -> None:
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.lock(claimed.run_id)
+            if run is None or run.status != RunStatus.RUNNING:
+                return
+            if run.lease_holder != self.holder and not run.cancel_requested:
+                return
+            await runs.set_fields(
+                claimed.run_id,
+                status=RunStatus.CANCELLED if run.cancel_requested else RunStatus.FAILED,
+                error="cancelled by request" if run.cancel_requested else "worker stopped",
+                finished_at=func.now(),
+            )
+            await RunEventRepository(session).append(
+                claimed.run_id,
+                "status",
+                {
+                    "status": "cancelled" if run.cancel_requested else "failed",
+                    "final": True,
+                },
+            )

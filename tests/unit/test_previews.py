@@ -1,0 +1,198 @@
+"""Previews that replace offloaded tool results: identity of every result survives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.agents.previews import (
+    build_preview,
+    generic_preview,
+    preview_header,
+    structured_preview,
+)
+from app.agents.workdir import OffloadRecord, Workdir
+
+BUDGET = 2400
+
+
+def record_for(tmp_path: Path, text: str, call_id: str = "call_1") -> OffloadRecord:
+    return Workdir(tmp_path).write_tool_result("thread", call_id, text)
+
+
+def query_kb_payload(n: int = 50, words: int = 120) -> dict[str, Any]:
+    return {
+        "query": "retention policy",
+        "count": n,
+        "results": [
+            {
+                "id": f"chunk-{i:03d}",
+                "doc_id": f"doc-{i % 7}",
+                "source": f"handbook/section-{i}.md",
+                "title": f"Section {i}: retention rules",
+                "url": f"https://kb.example.com/docs/{i}?anchor=r{i}",
+                "score": round(0.99 - i * 0.013, 6),
+                "content": " ".join(f"word{i}_{j}" for j in range(words)),
+            }
+            for i in range(n)
+        ],
+    }
+
+
+def test_header_names_file_size_digest_and_reader(tmp_path: Path) -> None:
+    text = "x" * 5000
+    record = record_for(tmp_path, text)
+    header = preview_header(record)
+    assert "tool-results/call_1.txt" in header
+    assert f"{record.chars} chars" in header and f"{record.bytes} bytes" in header
+    assert hashlib.sha256(record.abspath.read_bytes()).hexdigest() in header
+    assert 'read_workdir_file(path="tool-results/call_1.txt", offset=0, limit=5000)' in header
+
+
+def test_generic_preview_head_middle_tail_with_omitted_counts(tmp_path: Path) -> None:
+    text = "".join(f"line {i:05d}\n" for i in range(4000))
+    record = record_for(tmp_path, text)
+    preview = generic_preview(text, record, BUDGET)
+    assert preview.startswith(preview_header(record))
+    assert len(preview) < BUDGET + 400
+    assert text[:200] in preview and text[-200:] in preview
+    gaps = [int(g) for g in re.findall(r"\[\.\.\. (\d+) chars omitted \.\.\.\]", preview)]
+    assert len(gaps) == 2
+    spans = re.findall(r"chars (\d+)-(\d+)\) ---", preview)
+    shown = sum(int(b) - int(a) for a, b in spans)
+    assert shown + sum(gaps) == len(text)
+    middle_start = int(spans[1][0])
+    assert text[middle_start : middle_start + 50] in preview
+
+
+def test_structured_preview_keeps_all_50_results_in_order(tmp_path: Path) -> None:
+    payload = query_kb_payload(50)
+    text = json.dumps(payload)
+    record = record_for(tmp_path, text)
+    preview = structured_preview("query_kb", text, record, BUDGET)
+    assert preview is not None
+    assert preview.startswith(preview_header(record, tool_name="query_kb"))
+    assert "50 results" in preview and '"retention policy"' in preview
+    positions = []
+    for result in payload["results"]:
+        for key in ("id", "doc_id", "source", "url"):
+            assert str(result[key]) in preview, (key, result[key])
+        assert json.dumps(result["title"]) in preview
+        assert f"score={json.dumps(result['score'])}" in preview
+        positions.append(preview.index(f"id={result['id']}"))
+    assert positions == sorted(positions)
+    assert len(preview) < len(text) / 3
+
+
+def test_structured_preview_shrinks_snippets_to_budget(tmp_path: Path) -> None:
+    payload = query_kb_payload(5, words=2000)
+    text = json.dumps(payload)
+    record = record_for(tmp_path, text)
+    small = structured_preview("query_kb", text, record, 2000)
+    large = structured_preview("query_kb", text, record, 8000)
+    assert small is not None and large is not None
+    assert len(small) <= 2000 + 200
+    assert len(small) < len(large) <= 8000 + 200
+    assert "word0_0" in small  # each result still shows the start of its text
+
+
+def test_dify_style_chunk_list(tmp_path: Path) -> None:
+    chunks = [
+        {
+            "content": f"chunk body {i} " * 80,
+            "score": 0.5 + i / 100,
+            "bm25_score": 11.5 - i,
+            "rerank_score": 0.9 - i / 50,
+            "metadata": {
+                "source": f"policy-{i}.pdf",
+                "chunk_id": f"c-{i}",
+                "file_id": f"f-{i // 2}",
+                "chunk_index": i,
+                "filepath": f"/data/kb/policy-{i}.pdf",
+            },
+        }
+        for i in range(12)
+    ]
+    text = json.dumps(chunks)
+    preview = structured_preview("query_kb", text, record_for(tmp_path, text), BUDGET)
+    assert preview is not None and "12 results" in preview
+    for i, chunk in enumerate(chunks):
+        meta = chunk["metadata"]
+        assert f"chunk_id={meta['chunk_id']}" in preview
+        assert f"file_id={meta['file_id']}" in preview
+        assert f"chunk_index={i}" in preview
+        assert f"source={meta['source']}" in preview
+        assert f"filepath={meta['filepath']}" in preview
+        for key in ("score", "bm25_score", "rerank_score"):
+            assert f"{key}={json.dumps(chunk[key])}" in preview
+
+
+def test_tavily_shape_with_answer(tmp_path: Path) -> None:
+    payload = {
+        "query": "langgraph checkpoints",
+        "answer": "Checkpoints store the graph state per thread.",
+        "results": [
+            {
+                "title": f"Result {i}",
+                "url": f"https://site{i}.example.org/page",
+                "content": f"content {i} " * 100,
+                "score": 0.8 - i / 100,
+                "raw_content": "raw " * 3000,
+            }
+            for i in range(8)
+        ],
+        "response_time": 1.2,
+    }
+    text = json.dumps(payload)
+    preview = structured_preview("tavily_search", text, record_for(tmp_path, text), BUDGET)
+    assert preview is not None
+    assert "answer: Checkpoints store the graph state per thread." in preview
+    for result in payload["results"]:
+        assert f"url={result['url']}" in preview
+        assert json.dumps(result["title"]) in preview
+        assert f"score={json.dumps(result['score'])}" in preview
+    assert "raw_content 12000 chars" in preview
+    assert "raw raw raw" not in preview
+
+
+def test_searxng_shape(tmp_path: Path) -> None:
+    payload = {
+        "query": "q",
+        "number_of_results": 3,
+        "results": [
+            {"title": f"T{i}", "url": f"https://s{i}.example", "content": "c " * 400, "score": i}
+            for i in range(3)
+        ],
+    }
+    text = json.dumps(payload)
+    preview = structured_preview("web_search", text, record_for(tmp_path, text), BUDGET)
+    assert preview is not None
+    assert all(f"url=https://s{i}.example" in preview for i in range(3))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"results": [{"id": 1, "content": "trunc',  # cut-off JSON
+        "not json at all " * 500,
+        json.dumps({"status": "ok", "rows": 3}),  # JSON but no result list
+        json.dumps([1, 2, 3]),
+    ],
+)
+def test_unrecognised_falls_back_to_generic(tmp_path: Path, text: str) -> None:
+    record = record_for(tmp_path, text)
+    assert structured_preview("query_kb", text, record, BUDGET) is None
+    assert build_preview("query_kb", text, record, BUDGET) == generic_preview(text, record, BUDGET)
+
+
+def test_build_preview_uses_structured_for_known_shapes(tmp_path: Path) -> None:
+    text = json.dumps(query_kb_payload(3))
+    record = record_for(tmp_path, text)
+    assert build_preview("query_kb", text, record, BUDGET) == structured_preview(
+        "query_kb", text, record, BUDGET
+    )

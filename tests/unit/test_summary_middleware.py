@@ -1,0 +1,661 @@
+"""Summary middleware: DESIGN 3 rules, the predecessor's failure modes, and a real agent graph."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from app.agents.middlewares.summary import (
+    SUMMARY_HEADER,
+    ContextCompressor,
+    NothingToCompress,
+    SummaryError,
+    SummaryMiddleware,
+    build_summary_message,
+    deterministic_pass,
+    is_summary_message,
+    plan_summary,
+)
+from app.agents.overflow import is_context_overflow
+from app.agents.tokens import TokenCounter
+from app.agents.workdir import Workdir
+
+COUNTER = TokenCounter()
+SYSTEM = SystemMessage(content="You are a careful assistant. Cite result ids.")
+
+
+# --- real test doubles (no mocks) ---------------------------------------------------------------
+class CountingSummarizer:
+    """Deterministic extractive summarizer that counts its calls and records its inputs."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.inputs: list[list[BaseMessage]] = []
+        self.previous: list[str | None] = []
+
+    async def asummarize(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        previous_summary: str | None,
+        max_tokens: int,
+    ) -> str:
+        self.calls += 1
+        self.inputs.append(list(messages))
+        self.previous.append(previous_summary)
+        lines = [f"summary #{self.calls} of {len(messages)} messages"]
+        if previous_summary:
+            lines.append(f"earlier: {previous_summary[:200]}")
+        for message in messages:
+            lines.append(f"- {message.type}: {message.text[:60]}")
+        return "\n".join(lines)
+
+
+class FailingSummarizer(CountingSummarizer):
+    async def asummarize(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        previous_summary: str | None,
+        max_tokens: int,
+    ) -> str:
+        self.calls += 1
+        raise RuntimeError("upstream exploded: SECRET-TOKEN-123")
+
+
+class EmptySummarizer(CountingSummarizer):
+    async def asummarize(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        previous_summary: str | None,
+        max_tokens: int,
+    ) -> str:
+        self.calls += 1
+        return "   "
+
+
+def overflow_error(message: str = "This model's maximum context length is 4000 tokens") -> Any:
+    """A real openai.BadRequestError as the openai client builds it for a 400 overflow."""
+    response = httpx.Response(400, request=httpx.Request("POST", "http://x"))
+    body = {"code": "context_length_exceeded", "message": message, "type": "invalid_request_error"}
+    return openai.BadRequestError(message, response=response, body=body)  # type: ignore[arg-type]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Tiny agent model: calls query_kb for a new user message, answers after a tool result.
+
+    Raises a real ``openai.BadRequestError`` (code context_length_exceeded) when the prompt is
+    over ``max_prompt_tokens``, like an OpenAI-compatible endpoint would.
+    """
+
+    max_prompt_tokens: int | None = None
+    use_tools: bool = True
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    overflows: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-test"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        if self.max_prompt_tokens is not None:
+            size = COUNTER.count_messages(messages)
+            if size > self.max_prompt_tokens:
+                self.overflows += 1
+                raise overflow_error(
+                    f"This model's maximum context length is {self.max_prompt_tokens} tokens. "
+                    f"However, your messages resulted in {size} tokens."
+                )
+        last = messages[-1]
+        number = len(self.seen)
+        if self.use_tools and isinstance(last, HumanMessage):
+            reply = AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": "query_kb", "args": {"query": last.text}, "id": f"call_{number}"}
+                ],
+            )
+        else:
+            reply = AIMessage(content=f"answer {number}: see chunk-000 and chunk-049 " * 5)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def kb_payload(query: str, n: int = 50, words: int = 60) -> str:
+    tag = hashlib.sha1(query.encode()).hexdigest()[:6]
+    return json.dumps(
+        {
+            "query": query,
+            "count": n,
+            "results": [
+                {
+                    "id": f"{tag}-chunk-{i:03d}",
+                    "doc_id": f"doc-{i % 5}",
+                    "source": f"kb/{tag}/{i}.md",
+                    "title": f"Title {tag} {i}",
+                    "url": f"https://kb.example.com/{tag}/{i}",
+                    "score": round(1 - i / 100, 4),
+                    "content": " ".join(f"w{j}" for j in range(words)),
+                }
+                for i in range(n)
+            ],
+        }
+    )
+
+
+# --- thread builders ----------------------------------------------------------------------------
+def turn(i: int, tool_text: str, *, tool_name: str = "query_kb") -> list[BaseMessage]:
+    return [
+        HumanMessage(content=f"question {i}: what about topic {i}?", id=f"h{i}"),
+        AIMessage(
+            content="",
+            id=f"a{i}",
+            tool_calls=[{"name": tool_name, "args": {"query": f"topic {i}"}, "id": f"call_{i}"}],
+        ),
+        ToolMessage(content=tool_text, tool_call_id=f"call_{i}", name=tool_name, id=f"t{i}"),
+        AIMessage(content=f"answer {i}: " + "details " * 40, id=f"r{i}"),
+    ]
+
+
+def thread(turns: int, tool_text: Any = None) -> list[BaseMessage]:
+    messages: list[BaseMessage] = []
+    for i in range(turns):
+        text = tool_text(i) if callable(tool_text) else (tool_text or f"small result {i}")
+        messages += turn(i, text)
+    messages.append(HumanMessage(content="current question: summarize what we found", id="hcur"))
+    return messages
+
+
+def compressor(
+    tmp_path: Path,
+    summarizer: Any,
+    *,
+    threshold: int = 6000,
+    preview: int = 300,
+    keep: int = 600,
+    workdir: Workdir | str | None = "default",
+) -> ContextCompressor:
+    return ContextCompressor(
+        summarizer=summarizer,
+        workdir=Workdir(tmp_path) if workdir == "default" else workdir,  # type: ignore[arg-type]
+        counter=COUNTER,
+        summary_threshold=threshold,
+        tool_result_preview_tokens=preview,
+        summary_keep_recent_tokens=keep,
+        summary_max_tokens=400,
+        summary_timeout_seconds=5,
+    )
+
+
+def dumps(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    return [m.model_dump() for m in messages]
+
+
+def assert_pairs_intact(messages: Sequence[BaseMessage]) -> None:
+    """Every ToolMessage follows its AIMessage call and every call has its result."""
+    open_calls: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        if isinstance(message, AIMessage):
+            open_calls |= {str(c["id"]) for c in message.tool_calls}
+        if isinstance(message, ToolMessage):
+            assert message.tool_call_id in open_calls, f"orphan tool result {message.tool_call_id}"
+            answered.add(message.tool_call_id)
+    assert open_calls == answered
+
+
+# --- pure pieces --------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_below_threshold_is_untouched_and_never_summarizes(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    messages = thread(2)
+    outcome = await compressor(tmp_path, summarizer).compress(
+        messages, thread_id="t", system_message=SYSTEM, tools=[], force=False
+    )
+    assert not outcome.changed
+    assert outcome.messages == messages and all(
+        a is b for a, b in zip(outcome.messages, messages, strict=True)
+    )
+    assert outcome.before_tokens == outcome.after_tokens < 6000
+    assert summarizer.calls == 0
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.asyncio
+async def test_offload_brings_it_under_threshold_zero_summarizer_calls(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    messages = thread(3, lambda i: kb_payload(f"topic {i}", n=20))
+    comp = compressor(tmp_path, summarizer, threshold=9000)
+    before = comp.count(messages, system_message=SYSTEM)
+    assert before >= 9000
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM, force=False)
+    assert summarizer.calls == 0
+    assert not outcome.summarized and outcome.offloaded
+    assert outcome.after_tokens < 9000 <= outcome.before_tokens == before
+    for old, new in zip(messages, outcome.messages, strict=True):
+        assert new.id == old.id
+        if isinstance(new, ToolMessage) and new is not old:
+            assert isinstance(old, ToolMessage)
+            assert (new.tool_call_id, new.name) == (old.tool_call_id, old.name)
+            meta = new.additional_kwargs["threadkeeper"]["offloaded"]
+            path = tmp_path / "t" / meta["path"]
+            assert path.read_text(encoding="utf-8") == old.content
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            assert digest == meta["sha256"]
+            assert f"sha256 {digest}" in new.text
+            assert f'read_workdir_file(path="{meta["path"]}"' in new.text
+    # oldest first, stopping once under the threshold: the newest result may stay verbatim
+    assert outcome.offloaded[0].tool_call_id == "call_0"
+
+
+@pytest.mark.asyncio
+async def test_still_over_after_offload_summarizes_exactly_once(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    comp = compressor(tmp_path, summarizer, threshold=4000)
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM, force=False)
+    assert summarizer.calls == 1
+    assert outcome.summarized and outcome.summary_text
+    assert is_summary_message(outcome.messages[0])
+    assert outcome.messages[0].text.startswith(SUMMARY_HEADER)
+    assert outcome.messages[0].additional_kwargs["threadkeeper"]["kind"] == "summary"
+    assert outcome.messages[-1].id == "hcur"
+    assert outcome.after_tokens < outcome.before_tokens
+    assert_pairs_intact(outcome.messages)
+    assert_pairs_intact(summarizer.inputs[0])
+
+
+@pytest.mark.asyncio
+async def test_tool_call_pairs_never_split(tmp_path: Path) -> None:
+    # A parallel tool call with two results, then more turns: every cut point is checked.
+    messages: list[BaseMessage] = [HumanMessage("start", id="h0")]
+    for i in range(6):
+        messages += [
+            AIMessage(
+                content="",
+                id=f"a{i}",
+                tool_calls=[
+                    {"name": "lookup", "args": {"n": i}, "id": f"c{i}a"},
+                    {"name": "lookup", "args": {"n": i}, "id": f"c{i}b"},
+                ],
+            ),
+            ToolMessage("x " * 150, tool_call_id=f"c{i}a", name="lookup", id=f"t{i}a"),
+            ToolMessage("y " * 150, tool_call_id=f"c{i}b", name="lookup", id=f"t{i}b"),
+        ]
+    messages += [AIMessage("done", id="ad"), HumanMessage("next", id="hn")]
+    for keep in range(0, 3000, 50):
+        cut = plan_summary(messages, counter=COUNTER, keep_recent_tokens=keep)
+        assert_pairs_intact(messages[cut:])
+        assert_pairs_intact(messages[:cut]) if cut else None
+        assert cut <= len(messages) - 1  # the current user turn is kept
+    # and the agent's in-flight turn (no new human message) is never cut
+    in_flight = [
+        *messages[:-1],
+        HumanMessage("go", id="hg"),
+        AIMessage("", id="ag", tool_calls=[{"name": "lookup", "args": {}, "id": "cg"}]),
+        ToolMessage("z " * 2000, tool_call_id="cg", name="lookup", id="tg"),
+    ]
+    cut = plan_summary(in_flight, counter=COUNTER, keep_recent_tokens=0)
+    assert in_flight[cut].id == "hg"
+
+
+@pytest.mark.asyncio
+async def test_current_user_turn_survives_single_oversized_last_message(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    huge = HumanMessage(content="Please review this log:\n" + "ERROR disk full\n" * 4000, id="big")
+    messages = [*thread(3)[:-1], huge]
+    comp = compressor(tmp_path, summarizer, threshold=5000)
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM, force=False)
+    assert summarizer.calls == 1
+    assert outcome.messages[-1] is huge
+    assert outcome.messages[-1].content == huge.content
+    assert all(m.id != "big" for m in summarizer.inputs[0])
+    # the oversized turn alone: nothing to summarize -> automatic path sends it, manual refuses
+    alone = [HumanMessage(content=huge.content, id="solo")]
+    auto = await comp.compress(alone, thread_id="t", system_message=SYSTEM, force=False)
+    assert auto.messages == alone and not auto.changed
+    with pytest.raises(NothingToCompress):
+        await comp.compress(alone, thread_id="t", system_message=SYSTEM, force=True)
+    assert summarizer.calls == 1
+
+
+@pytest.mark.asyncio
+async def test_summarizer_failure_is_never_stored_as_summary(tmp_path: Path) -> None:
+    messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    for summarizer in (FailingSummarizer(), EmptySummarizer()):
+        comp = compressor(tmp_path, summarizer, threshold=4000)
+        with pytest.raises(SummaryError) as info:
+            await comp.compress(messages, thread_id="t", system_message=SYSTEM, force=False)
+        assert summarizer.calls == 1
+        assert "SECRET-TOKEN-123" not in str(info.value)
+        fallback = info.value.fallback
+        assert fallback is not None and not fallback.summarized
+        assert not any(is_summary_message(m) for m in fallback.messages)
+        assert all("SECRET-TOKEN-123" not in m.text for m in fallback.messages)
+
+
+@pytest.mark.asyncio
+async def test_input_messages_are_not_mutated(tmp_path: Path) -> None:
+    messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    snapshot = dumps(messages)
+    comp = compressor(tmp_path, CountingSummarizer(), threshold=4000)
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM, force=True)
+    assert outcome.summarized and outcome.offloaded
+    assert dumps(messages) == snapshot
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("failure", ["missing_root", "root_is_file", "target_is_dir", "read_only"])
+async def test_workdir_failure_leaves_message_unchanged(tmp_path: Path, failure: str) -> None:
+    import os
+
+    root = tmp_path / "wd"
+    if failure == "root_is_file":
+        root.write_text("file")
+    elif failure == "target_is_dir":
+        (root / "t" / "tool-results" / "call_0.txt").mkdir(parents=True)
+    elif failure == "read_only":
+        if os.geteuid() == 0:
+            pytest.skip("root ignores directory permissions")
+        root.mkdir()
+        root.chmod(0o500)
+    messages = thread(1, kb_payload("topic 0", n=30))
+    try:
+        view, offloaded = deterministic_pass(
+            messages, thread_id="t", workdir=Workdir(root), counter=COUNTER, preview_tokens=300
+        )
+    finally:
+        if failure == "read_only":
+            root.chmod(0o700)
+    assert offloaded == []
+    assert all(a is b for a, b in zip(view, messages, strict=True))
+    if failure == "missing_root":
+        assert not root.exists()
+
+
+@pytest.mark.asyncio
+async def test_no_workdir_or_thread_skips_offload(tmp_path: Path) -> None:
+    messages = thread(3, lambda i: kb_payload(f"topic {i}", n=20))
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=9000, workdir=None)
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    assert outcome.offloaded == [] and summarizer.calls == 1
+
+
+def test_pass_skips_recovery_tool_and_already_offloaded(tmp_path: Path) -> None:
+    workdir = Workdir(tmp_path)
+    messages = thread(2, lambda i: kb_payload(f"topic {i}", n=30))
+    messages += turn(9, "file text " * 2000, tool_name="read_workdir_file")
+    view, offloaded = deterministic_pass(
+        messages, thread_id="t", workdir=workdir, counter=COUNTER, preview_tokens=300
+    )
+    assert [r.tool_call_id for r in offloaded] == ["call_0", "call_1"]
+    recovery = next(m for m in view if m.id == "t9")
+    assert recovery is messages[-2]
+    again, offloaded_again = deterministic_pass(
+        view, thread_id="t", workdir=workdir, counter=COUNTER, preview_tokens=300
+    )
+    assert offloaded_again == []
+    assert all(a is b for a, b in zip(again, view, strict=True))
+
+
+@pytest.mark.asyncio
+async def test_every_id_url_title_score_of_50_results_survives(tmp_path: Path) -> None:
+    payload = kb_payload("retention", n=50, words=150)
+    messages = thread(1, payload)
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=4000)
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    assert summarizer.calls == 0
+    visible = "\n".join(m.text for m in outcome.messages)
+    assert outcome.offloaded and outcome.after_tokens < outcome.before_tokens / 2
+    for result in json.loads(payload)["results"]:
+        assert f"id={result['id']}" in visible
+        assert f"url={result['url']}" in visible
+        assert json.dumps(result["title"]) in visible
+        assert f"score={json.dumps(result['score'])}" in visible
+
+
+@pytest.mark.asyncio
+async def test_existing_summary_is_folded_into_the_next(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=4000)
+    messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    first = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    grown = [*first.messages[:-1], *thread(12, lambda i: kb_payload(f"more {i}", n=10))[4:]]
+    second = await comp.compress(grown, thread_id="t", system_message=SYSTEM)
+    assert summarizer.calls == 2
+    assert summarizer.previous[1] == first.summary_text
+    assert all(not is_summary_message(m) for m in summarizer.inputs[1])
+    assert sum(is_summary_message(m) for m in second.messages) == 1
+    meta = second.messages[0].additional_kwargs["threadkeeper"]
+    assert meta["summarized_messages"] == first.summarized_messages + second.summarized_messages
+
+
+@pytest.mark.asyncio
+async def test_manual_path_forces_and_refuses_short_history(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=100_000)
+    short = [HumanMessage("hi", id="h")]
+    with pytest.raises(NothingToCompress):
+        await comp.compress(short, thread_id="t", force=True)
+    messages = thread(4, lambda i: kb_payload(f"topic {i}", n=10))
+    outcome = await comp.compress(messages, thread_id="t", force=True)
+    assert outcome.summarized and len(outcome.offloaded) == 4 and summarizer.calls == 1
+
+
+def test_build_summary_message_is_marked() -> None:
+    message = build_summary_message("the gist", 7, previous_summarized=3)
+    assert message.name == "context_summary"
+    assert message.text.splitlines()[0] == SUMMARY_HEADER
+    assert message.additional_kwargs["threadkeeper"]["summarized_messages"] == 10
+    assert message.id and is_summary_message(message)
+
+
+def test_is_context_overflow() -> None:
+    error = overflow_error()
+    assert error.code == "context_length_exceeded"
+    assert is_context_overflow(error)
+    # body passed the way the brief suggested (wrapped in "error"): .code is None, still detected
+    wrapped_body = openai.BadRequestError(
+        "bad request",
+        response=httpx.Response(400, request=httpx.Request("POST", "http://x")),  # type: ignore[arg-type]
+        body={"error": {"code": "context_length_exceeded", "message": "too long"}},
+    )
+    assert wrapped_body.code is None and is_context_overflow(wrapped_body)
+    assert is_context_overflow(ContextOverflowError("too big"))
+    anthropic_like = openai.BadRequestError(
+        "prompt is too long: 210000 tokens > 200000 maximum",
+        response=httpx.Response(400, request=httpx.Request("POST", "http://x")),  # type: ignore[arg-type]
+        body=None,
+    )
+    assert is_context_overflow(anthropic_like)
+    try:
+        try:
+            raise overflow_error()
+        except openai.BadRequestError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert is_context_overflow(outer)
+    assert not is_context_overflow(ValueError("maximum context length mentioned in passing"))
+    other = openai.BadRequestError(
+        "invalid tool schema",
+        response=httpx.Response(400, request=httpx.Request("POST", "http://x")),  # type: ignore[arg-type]
+        body={"code": "invalid_value"},
+    )
+    assert not is_context_overflow(other)
+
+
+# --- through a real create_agent graph ----------------------------------------------------------
+@tool
+def query_kb(query: str) -> str:
+    """Search the knowledge base."""
+    return kb_payload(query, n=50, words=60)
+
+
+def agent(model: ScriptedChatModel, comp: ContextCompressor) -> Any:
+    return create_agent(
+        model=model,
+        tools=[query_kb],
+        system_prompt=SYSTEM.text,
+        middleware=[SummaryMiddleware(comp)],
+        checkpointer=InMemorySaver(),
+    )
+
+
+async def run_turn(graph: Any, text: str, thread_id: str) -> list[dict[str, Any]]:
+    config = {"configurable": {"thread_id": thread_id}}
+    events: list[dict[str, Any]] = []
+    async for mode, chunk in graph.astream(
+        {"messages": [HumanMessage(text)]}, config, stream_mode=["custom", "updates"]
+    ):
+        if mode == "custom":
+            events.append(chunk)
+    return events
+
+
+@pytest.mark.asyncio
+async def test_agent_offload_persists_in_checkpoint_and_next_call_sees_it(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=6000, preview=300, keep=800)
+    model = ScriptedChatModel()
+    graph = agent(model, comp)
+    config = {"configurable": {"thread_id": "thread-a"}}
+    events = await run_turn(graph, "what is the retention policy?", "thread-a")
+    assert summarizer.calls == 0
+    assert [e["reason"] for e in events] == ["threshold"]
+    assert events[0]["offloaded"] == 1 and not events[0]["summarized"]
+    state = await graph.aget_state(config)
+    tool_messages = [m for m in state.values["messages"] if isinstance(m, ToolMessage)]
+    assert len(tool_messages) == 1
+    stored = tool_messages[0]
+    assert stored.additional_kwargs["threadkeeper"]["offloaded"]["path"] == (
+        f"tool-results/{stored.tool_call_id}.txt"
+    )
+    full = (tmp_path / "thread-a" / "tool-results" / f"{stored.tool_call_id}.txt").read_text()
+    assert full == query_kb.invoke({"query": "what is the retention policy?"})
+    # the second model call of turn 1 already saw the preview, not the full JSON
+    assert model.seen[1][-1].text == stored.text
+    assert len(state.values["messages"]) == 4  # human, ai(tool call), tool, ai: no duplicates
+    await run_turn(graph, "and the deletion policy?", "thread-a")
+    third_call = model.seen[2]
+    assert any(m.text == stored.text for m in third_call)
+    assert all(len(m.text) < 20_000 for m in third_call)
+
+
+@pytest.mark.asyncio
+async def test_agent_summary_persists_and_next_call_starts_with_it(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=5000, preview=300, keep=400)
+    model = ScriptedChatModel()
+    graph = agent(model, comp)
+    config = {"configurable": {"thread_id": "thread-s"}}
+    all_events: list[dict[str, Any]] = []
+    for i in range(5):
+        all_events += await run_turn(graph, f"question {i} about topic {i}", "thread-s")
+    assert summarizer.calls >= 1
+    assert any(e["summarized"] for e in all_events)
+    state = await graph.aget_state(config)
+    messages = state.values["messages"]
+    assert is_summary_message(messages[0])
+    assert sum(is_summary_message(m) for m in messages) == 1
+    assert len({m.id for m in messages}) == len(messages)
+    assert_pairs_intact(messages)
+    assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
+    calls_before = len(model.seen)
+    await run_turn(graph, "final question", "thread-s")
+    next_call = model.seen[calls_before]
+    assert isinstance(next_call[0], SystemMessage)
+    assert is_summary_message(next_call[1])
+    assert COUNTER.count_messages(next_call) < 5000
+
+
+@pytest.mark.asyncio
+async def test_agent_overflow_summarizes_and_retries_once(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    # threshold far away: only the provider's overflow can trigger compression
+    comp = compressor(tmp_path, summarizer, threshold=1_000_000, preview=2000, keep=100)
+    model = ScriptedChatModel(max_prompt_tokens=650, use_tools=False)
+    graph = agent(model, comp)
+    config = {"configurable": {"thread_id": "thread-o"}}
+    for i in range(3):
+        await run_turn(graph, f"tell me about subject {i} " + "context " * 80, "thread-o")
+    assert model.overflows == 0
+    events = await run_turn(graph, "one more " + "context " * 250, "thread-o")
+    assert model.overflows == 1
+    assert summarizer.calls == 1
+    assert [e["reason"] for e in events] == ["overflow"]
+    assert events[0]["summarized"] and events[0]["after_tokens"] < events[0]["before_tokens"]
+    failed, retried = model.seen[-2], model.seen[-1]
+    assert COUNTER.count_messages(retried) < COUNTER.count_messages(failed)
+    assert is_summary_message(retried[1])
+    assert retried[-1].text.startswith("one more")
+    state = await graph.aget_state(config)
+    assert is_summary_message(state.values["messages"][0])
+    assert state.next == ()
+
+
+@pytest.mark.asyncio
+async def test_agent_overflow_that_cannot_shrink_reraises(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=1_000_000)
+    model = ScriptedChatModel(max_prompt_tokens=50, use_tools=False)
+    graph = agent(model, comp)
+    with pytest.raises(openai.BadRequestError) as info:
+        await run_turn(graph, "a single long question " * 30, "thread-x")
+    assert info.value.code == "context_length_exceeded"
+    assert summarizer.calls == 0 and model.overflows == 1
+
+
+@pytest.mark.asyncio
+async def test_agent_summarizer_failure_sends_offloaded_view(tmp_path: Path) -> None:
+    summarizer = FailingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=3000, preview=300, keep=400)
+    model = ScriptedChatModel()
+    graph = agent(model, comp)
+    for i in range(3):
+        await run_turn(graph, f"question {i}", "thread-f")
+    assert summarizer.calls >= 1
+    state = await graph.aget_state({"configurable": {"thread_id": "thread-f"}})
+    messages = state.values["messages"]
+    assert not any(is_summary_message(m) for m in messages)
+    assert all("SECRET-TOKEN-123" not in m.text for m in messages)
+    assert all(
+        "offloaded" in m.additional_kwargs.get("threadkeeper", {})
+        for m in messages
+        if isinstance(m, ToolMessage)
+    )
+    assert not re.search("exploded", "\n".join(m.text for m in model.seen[-1]))

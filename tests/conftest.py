@@ -80,12 +80,18 @@ class AppHarness:
         return self.app.state.container  # type: ignore[no-any-return]
 
     async def wait_for_run(
-        self, thread_id: str, *, statuses: set[str], timeout: float = 30.0
+        self,
+        thread_id: str,
+        *,
+        statuses: set[str],
+        timeout: float = 30.0,
+        exclude: set[str] | None = None,
     ) -> dict[str, Any]:
+        """The newest run of the thread once it is in one of ``statuses`` (``exclude``: run ids)."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             resp = await self.client.get(f"/v1/threads/{thread_id}/runs", headers=AUTH)
-            items = resp.json()["items"]
+            items = [r for r in resp.json()["items"] if r["id"] not in (exclude or set())]
             if items and items[0]["status"] in statuses:
                 return items[0]  # type: ignore[no-any-return]
             if asyncio.get_running_loop().time() > deadline:

@@ -29,6 +29,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from app.agents.middlewares.summary import (
+    ARTIFACTS_HEADER,
     SUMMARY_HEADER,
     ContextCompressor,
     NothingToCompress,
@@ -659,3 +660,28 @@ async def test_agent_summarizer_failure_sends_offloaded_view(tmp_path: Path) -> 
         if isinstance(m, ToolMessage)
     )
     assert not re.search("exploded", "\n".join(m.text for m in model.seen[-1]))
+
+
+@pytest.mark.asyncio
+async def test_summary_lists_offloaded_files_and_folds_the_list(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=4000)
+    messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    first = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    summary = first.messages[0]
+    kept_calls = {m.tool_call_id for m in first.messages if isinstance(m, ToolMessage)}
+    summarized_offloads = [r.path for r in first.offloaded if r.tool_call_id not in kept_calls]
+    assert summarized_offloads
+    for path in summarized_offloads:
+        assert f"- {path}: query_kb" in summary.text
+        assert (tmp_path / "t" / path).is_file()
+    listed = summary.additional_kwargs["threadkeeper"]["artifacts"]
+    assert [a["path"] for a in listed] == summarized_offloads
+    grown = [*first.messages[:-1], *thread(12, lambda i: kb_payload(f"more {i}", n=10))[4:]]
+    second = await comp.compress(grown, thread_id="t", system_message=SYSTEM)
+    assert second.summarized
+    # the previous file list is carried over structurally, not re-summarized as prose
+    assert summarizer.previous[1] == first.summary_text
+    assert ARTIFACTS_HEADER not in (summarizer.previous[1] or "")
+    for path in summarized_offloads:
+        assert f"- {path}: query_kb" in second.messages[0].text

@@ -19,6 +19,7 @@ full record in the ``messages`` table is not ours to change).
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -60,6 +61,9 @@ SUMMARY_HEADER = "Summary of earlier conversation:"
 #: Characters of preview per token of ``tool_result_preview_tokens`` (JSON/ids run ~3 chars/token).
 PREVIEW_CHARS_PER_TOKEN = 3
 DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL})
+ARTIFACTS_HEADER = "Offloaded tool results (full text readable with read_workdir_file):"
+#: Newest offloaded files listed in a summary (about 30 tokens each).
+MAX_ARTIFACTS = 25
 
 
 # --- contracts ----------------------------------------------------------------------------------
@@ -138,12 +142,49 @@ def is_offloaded(message: BaseMessage) -> bool:
 
 
 def summary_text_of(message: BaseMessage) -> str:
-    """The summary body without our header line."""
+    """The summary body without our header line and without the offloaded-files index."""
     text = message.text.strip()
     for header in (SUMMARY_HEADER, "Here is a summary of the conversation to date:"):
         if text.startswith(header):
-            return text[len(header) :].strip()
-    return text
+            text = text[len(header) :].strip()
+            break
+    return text.split(f"\n\n{ARTIFACTS_HEADER}", 1)[0].strip()
+
+
+def offloaded_artifacts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Index entries for offloaded tool results among ``messages`` (oldest first).
+
+    Carried in the summary so the model still knows which full results it can read back
+    after the previews themselves were summarized away.
+    """
+    calls: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    calls[str(call["id"])] = dict(call.get("args") or {})
+    entries: list[dict[str, Any]] = []
+    for message in messages:
+        info = _meta(message).get("offloaded")
+        if isinstance(message, ToolMessage) and isinstance(info, dict):
+            args = json.dumps(calls.get(message.tool_call_id, {}), ensure_ascii=False)
+            entries.append(
+                {
+                    "path": info.get("path"),
+                    "tool": message.name or "",
+                    "args": args if len(args) <= 120 else args[:117] + "...",
+                    "chars": info.get("chars"),
+                    "sha256": info.get("sha256"),
+                }
+            )
+    return entries
+
+
+def _render_artifacts(entries: Sequence[dict[str, Any]]) -> str:
+    lines = [ARTIFACTS_HEADER]
+    for entry in entries:
+        lines.append(f"- {entry['path']}: {entry['tool']} {entry['args']} ({entry['chars']} chars)")
+    return "\n".join(lines)
 
 
 def build_summary_message(
@@ -153,8 +194,13 @@ def build_summary_message(
     previous_summarized: int = 0,
     summary_tokens: int | None = None,
     reason: str = "threshold",
+    artifacts: Sequence[dict[str, Any]] = (),
 ) -> HumanMessage:
-    """The message that replaces the summarized history, clearly marked as a summary."""
+    """The message that replaces the summarized history, clearly marked as a summary.
+
+    ``artifacts`` (see :func:`offloaded_artifacts`) are listed after the summary text so the
+    offloaded files stay discoverable; at most ``MAX_ARTIFACTS`` newest entries are kept.
+    """
     meta: dict[str, Any] = {
         "kind": "summary",
         "summarized_messages": summarized_count + previous_summarized,
@@ -164,8 +210,13 @@ def build_summary_message(
     }
     if summary_tokens is not None:
         meta["summary_tokens"] = summary_tokens
+    content = f"{SUMMARY_HEADER}\n{text.strip()}"
+    kept = list(artifacts)[-MAX_ARTIFACTS:]
+    if kept:
+        meta["artifacts"] = kept
+        content += "\n\n" + _render_artifacts(kept)
     return HumanMessage(
-        content=f"{SUMMARY_HEADER}\n{text.strip()}",
+        content=content,
         name=SUMMARY_NAME,
         id=f"summary-{uuid.uuid4()}",
         additional_kwargs={META_KEY: meta},
@@ -454,6 +505,8 @@ class ContextCompressor:
         previous = summary_text_of(view[0]) if head else None
         previous_count = int(_meta(view[0]).get("summarized_messages", 0)) if head else 0
         to_summarize = view[head:cut]
+        artifacts = [*(_meta(view[0]).get("artifacts") or [] if head else [])]
+        artifacts += offloaded_artifacts(to_summarize)
         try:
             call = self.summarizer.asummarize(
                 to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
@@ -477,6 +530,7 @@ class ContextCompressor:
             previous_summarized=previous_count,
             summary_tokens=self.counter.count_text(text),
             reason=reason,
+            artifacts=artifacts,
         )
         new_view = [summary, *view[cut:]]
         after = base + self.counter.count_messages(new_view)

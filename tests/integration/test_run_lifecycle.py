@@ -1,0 +1,230 @@
+"""Interrupts, resume, cancel, lease recovery after a killed worker, and a real HTTP model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from app.db.urls import libpq_url
+from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
+from tests.integration.test_agent_runtime import add_doc, messages, new_thread
+from tests.support.openai_server import OpenAICompatibleServer
+
+pytestmark = pytest.mark.integration
+
+
+async def test_interrupt_then_approve_resumes_to_completion(app_factory: AppFactory) -> None:
+    async with app_factory(approval_tools="query_kb") as h:
+        await add_doc(h)
+        tid = await new_thread(h)
+        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)
+        run = await h.wait_for_run(tid, statuses={"interrupted", "completed", "failed"})
+        assert run["status"] == "interrupted", run
+        action = run["interrupt"]["action_requests"][0]
+        assert action["name"] == "query_kb" and action["args"]["query"] == "lease?"
+        # The gated tool has not run: only user + assistant(tool call) are persisted.
+        assert [m["role"] for m in await messages(h, tid)] == ["user", "assistant"]
+
+        # An interrupted run makes the thread busy for manual compression.
+        busy = await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
+        assert busy.status_code == 409 and busy.json()["error"] == "thread_busy"
+
+        wrong = await h.client.post(
+            f"/v1/runs/{run['id']}/resume",
+            json={"decisions": [{"type": "approve"}, {"type": "approve"}]},
+            headers=AUTH,
+        )
+        assert wrong.status_code == 400 and wrong.json()["error"] == "validation_error"
+        ok = await h.client.post(
+            f"/v1/runs/{run['id']}/resume", json={"decisions": [{"type": "approve"}]}, headers=AUTH
+        )
+        assert ok.status_code == 200, ok.text
+        done = await h.wait_for_run(tid, statuses={"completed", "failed"})
+        assert done["status"] == "completed" and done["id"] == run["id"]
+        assert [m["role"] for m in await messages(h, tid)] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+        ]
+        again = await h.client.post(
+            f"/v1/runs/{run['id']}/resume", json={"decisions": [{"type": "approve"}]}, headers=AUTH
+        )
+        assert again.status_code == 409 and again.json()["error"] == "invalid_state"
+
+
+async def test_interrupt_then_reject_tells_the_model(app_factory: AppFactory) -> None:
+    async with app_factory(approval_tools="query_kb") as h:
+        tid = await new_thread(h)
+        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)
+        run = await h.wait_for_run(tid, statuses={"interrupted"})
+        resp = await h.client.post(
+            f"/v1/runs/{run['id']}/resume",
+            json={"decisions": [{"type": "reject", "message": "not allowed today"}]},
+            headers=AUTH,
+        )
+        assert resp.status_code == 200
+        await h.wait_for_run(tid, statuses={"completed"})
+        history = await messages(h, tid)
+        tool = [m for m in history if m["role"] == "tool"]
+        assert len(tool) == 1 and "not allowed today" in tool[0]["content"]
+
+
+async def test_cancel_interrupted_run_frees_the_thread(app_factory: AppFactory) -> None:
+    async with app_factory(approval_tools="query_kb") as h:
+        await add_doc(h)
+        tid = await new_thread(h)
+        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)
+        run = await h.wait_for_run(tid, statuses={"interrupted"})
+        cancelled = await h.client.post(f"/v1/runs/{run['id']}/cancel", headers=AUTH)
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        again = await h.client.post(f"/v1/runs/{run['id']}/cancel", headers=AUTH)
+        assert again.status_code == 409
+        # The next message runs on the same thread: the dangling tool call was answered first.
+        await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "heartbeat?"}, headers=AUTH
+        )
+        await h.client.post(
+            f"/v1/runs/{run['id']}/resume", json={"decisions": [{"type": "approve"}]}, headers=AUTH
+        )
+        nxt = await h.wait_for_run(tid, statuses={"interrupted", "failed"}, exclude={run["id"]})
+        assert nxt["id"] != run["id"] and nxt["status"] == "interrupted", nxt
+        await h.client.post(
+            f"/v1/runs/{nxt['id']}/resume", json={"decisions": [{"type": "approve"}]}, headers=AUTH
+        )
+        final = await h.wait_for_run(tid, statuses={"completed", "failed"})
+        assert final["status"] == "completed", final
+
+
+async def test_cancel_running_run_over_http_model(app_factory: AppFactory) -> None:
+    with OpenAICompatibleServer() as srv:
+        srv.hold()
+        async with app_factory(llm_base_url=srv.base_url, llm_api_key="k") as h:
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "slow"}, headers=AUTH
+            )
+            run = await h.wait_for_run(tid, statuses={"running"})
+            assert await asyncio.to_thread(srv.wait_for_requests, 1, 10.0)
+            resp = await h.client.post(f"/v1/runs/{run['id']}/cancel", headers=AUTH)
+            assert resp.status_code == 200
+            final = await h.wait_for_run(tid, statuses={"cancelled", "completed", "failed"})
+            assert final["status"] == "cancelled", final
+            srv.release()
+            srv.block = None
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "again"}, headers=AUTH
+            )
+            nxt = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude={run["id"]})
+            assert nxt["status"] == "completed", nxt["error"]
+            history = await messages(h, tid)
+            assert [m["content"] for m in history if m["role"] == "assistant"] == ["Echo: again"]
+
+
+async def test_turn_over_openai_compatible_http_with_tool_call_and_usage(
+    app_factory: AppFactory,
+) -> None:
+    with OpenAICompatibleServer(api_key="secret-k") as srv:
+        async with app_factory(llm_base_url=srv.base_url, llm_api_key="secret-k") as h:
+            await add_doc(h)
+            srv.enqueue_tool_call("query_kb", {"query": "lease"})
+            srv.enqueue_text("Leases expire when the worker stops [kb].")
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "explain leases"}, headers=AUTH
+            )
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"})
+            assert run["status"] == "completed", run
+            assert run["model_calls"] == 2 and run["input_tokens"] > 0
+            assert len(srv.requests) == 2
+            second = srv.requests[1]["messages"]
+            assert second[0]["role"] == "system"
+            assert any(m["role"] == "tool" and "lease" in m["content"].lower() for m in second)
+            assert {t["function"]["name"] for t in srv.requests[0]["tools"]} >= {
+                "query_kb",
+                "read_workdir_file",
+            }
+
+
+async def test_killed_worker_lease_expires_and_run_is_recovered(
+    app_factory: AppFactory, clean_db: str, tmp_path: Path
+) -> None:
+    """A separate worker process is SIGKILLed mid-run; the lease expires; nothing is duplicated."""
+    with OpenAICompatibleServer() as srv:
+        srv.enqueue_tool_call("query_kb", {"query": "lease"})
+        env = {
+            **os.environ,
+            "DATABASE_URL": clean_db,
+            "THREADKEEPER_LLM_BASE_URL": srv.base_url,
+            "THREADKEEPER_LLM_API_KEY": "k",
+            "THREADKEEPER_LEASE_SECONDS": "1.5",
+            "THREADKEEPER_HEARTBEAT_SECONDS": "0.3",
+            "THREADKEEPER_WORKER_POLL_SECONDS": "0.1",
+            "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "wd"),
+            "THREADKEEPER_API_KEYS": f"alice:{API_KEY},bob:{OTHER_KEY}",
+            "THREADKEEPER_LOG_LEVEL": "WARNING",
+        }
+        async with app_factory(start_worker=False, llm_base_url=srv.base_url, llm_api_key="k") as h:
+            await add_doc(h)
+            tid = await new_thread(h)
+            # The second model call (after the tool ran) blocks: the worker dies there.
+            srv.responder = None
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
+            )
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "app", "worker"], env=env, cwd=Path(__file__).parents[2]
+            )
+            try:
+                got_second = False
+                for _ in range(300):
+                    if len(srv.requests) >= 1 and srv.block is None:
+                        srv.hold()  # hold the next request (the answer after the tool result)
+                    if len(srv.requests) >= 2:
+                        got_second = True
+                        break
+                    await asyncio.sleep(0.05)
+                assert got_second, "worker never reached the second model call"
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            srv.release()
+            srv.block = None
+            run = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"][0]
+            assert run["status"] == "running"
+            before = await messages(h, tid)
+            assert [m["role"] for m in before] == ["user", "assistant", "tool"]
+
+            await asyncio.sleep(1.8)  # lease (1.5 s) runs out without heartbeats
+            recovered = await h.container.worker.recover_expired()
+            assert recovered == 1
+            failed = (await h.client.get(f"/v1/runs/{run['id']}", headers=AUTH)).json()
+            assert failed["status"] == "failed" and "lease expired" in failed["error"]
+            assert await h.container.worker.recover_expired() == 0
+
+            # The thread is usable again and history has no duplicates.
+            h.container.worker.start()
+            srv.enqueue_text("recovered answer")
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "and now?"}, headers=AUTH
+            )
+            nxt = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude={run["id"]})
+            assert nxt["status"] == "completed", nxt["error"]
+            after = await messages(h, tid)
+            assert [m["role"] for m in after] == ["user", "assistant", "tool", "user", "assistant"]
+            assert len({m["id"] for m in after}) == len(after)
+    with psycopg.connect(libpq_url(clean_db)) as conn:
+        (dupes,) = conn.execute(
+            "SELECT count(*) FROM (SELECT lc_id FROM messages WHERE lc_id IS NOT NULL "
+            "GROUP BY conversation_id, lc_id HAVING count(*) > 1) d"
+        ).fetchone()  # type: ignore[misc]
+        assert dupes == 0

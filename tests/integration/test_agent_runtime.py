@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -141,6 +142,6 @@ async def test_fifo_order_under_concurrent_posts(app_factory: AppFactory) -> Non
             if m["run_id"]:
                 by_run.setdefault(m["run_id"], []).append(m["seq"])
         spans = sorted((min(s), max(s)) for s in by_run.values())
-        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(spans):
             assert end < start
         assert len(history) == 8 * 4

@@ -179,7 +179,7 @@ async def test_killed_worker_lease_expires_and_run_is_recovered(
             await h.client.post(
                 f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
             )
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(  # noqa: ASYNC220 - a real separate worker process
                 [sys.executable, "-m", "app", "worker"], env=env, cwd=Path(__file__).parents[2]
             )
             try:

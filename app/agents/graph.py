@@ -10,6 +10,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
@@ -32,7 +33,7 @@ class AgentRuntime:
     capabilities: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_CAPABILITIES))
     recursion_limit: int = 40
 
-    def config_for(self, thread_id: uuid.UUID | str) -> dict[str, Any]:
+    def config_for(self, thread_id: uuid.UUID | str) -> RunnableConfig:
         return {
             "configurable": {"thread_id": str(thread_id)},
             "recursion_limit": self.recursion_limit,
@@ -50,7 +51,9 @@ def build_agent_runtime(
     capabilities: dict[str, bool] | None = None,
 ) -> AgentRuntime:
     middleware: list[Any] = [SummaryMiddleware(compressor)]
-    gated = {name: True for name in approval_tools if any(t.name == name for t in tools)}
+    gated: dict[str, Any] = {
+        name: True for name in approval_tools if any(t.name == name for t in tools)
+    }
     if gated:
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=gated))
     system_message = SystemMessage(content=system_prompt)

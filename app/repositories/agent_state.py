@@ -7,10 +7,11 @@ their format, channel versions and reducers LangGraph's business.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AnyMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 
@@ -45,7 +46,7 @@ class AgentStateRepository:
         )
 
     async def replace_messages(
-        self, thread_id: uuid.UUID | str, messages: list[AnyMessage]
+        self, thread_id: uuid.UUID | str, messages: Sequence[BaseMessage]
     ) -> None:
         """Swap the whole model view. ``as_node="model"`` keeps an idle thread idle (next == ())."""
         await self.graph.aupdate_state(

@@ -26,6 +26,7 @@ from langchain_core.messages import (
     RemoveMessage,
     ToolMessage,
 )
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
@@ -52,8 +53,9 @@ class ClaimedRun:
     graph_input: Any
 
 
-class LeaseLost(Exception):
-    """The lease expired and was recovered elsewhere, or a cancel was requested."""
+def _usage(message: AIMessage, key: str) -> int:
+    usage: dict[str, Any] = dict(message.usage_metadata or {})
+    return int(usage.get(key, 0) or 0)
 
 
 def _json_safe(value: Any) -> Any:
@@ -295,7 +297,7 @@ class RunWorker:
         return RunStatus.COMPLETED, None, None
 
     async def _stream(
-        self, graph: Any, graph_input: Any, config: dict[str, Any], context: AgentContext
+        self, graph: Any, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncIterator[tuple[str, Any]]:
         async for item in graph.astream(
             graph_input, config, context=context, stream_mode=["updates", "custom"]
@@ -303,7 +305,7 @@ class RunWorker:
             mode, chunk = item
             yield mode, chunk
 
-    async def _repair_dangling_tool_calls(self, config: dict[str, Any]) -> None:
+    async def _repair_dangling_tool_calls(self, config: RunnableConfig) -> None:
         """A run that died between a tool call and its result leaves the history invalid for any
         provider; answer those calls with an explicit 'not executed' result before going on."""
         state = await self.runtime.graph.aget_state(config)
@@ -344,12 +346,8 @@ class RunWorker:
             if fresh_ai:
                 await RunRepository(session).add_usage(
                     claimed.run_id,
-                    input_tokens=sum(
-                        int((m.usage_metadata or {}).get("input_tokens", 0)) for m in fresh_ai
-                    ),
-                    output_tokens=sum(
-                        int((m.usage_metadata or {}).get("output_tokens", 0)) for m in fresh_ai
-                    ),
+                    input_tokens=sum(_usage(m, "input_tokens") for m in fresh_ai),
+                    output_tokens=sum(_usage(m, "output_tokens") for m in fresh_ai),
                     calls=len(fresh_ai),
                 )
             events = RunEventRepository(session)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -50,8 +51,13 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
         request_id = raw if raw and raw.replace("-", "").isalnum() else uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(request_id=request_id)
 
+        status = 500
+        started = time.perf_counter()
+
         async def send_with_id(message: Any) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = int(message["status"])
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
             await send(message)
@@ -59,6 +65,14 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
         try:
             await app(scope, receive, send_with_id)
         finally:
+            # Path only: query strings may carry user text; headers (keys) are never logged.
+            log.info(
+                "http_request",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 1),
+            )
             structlog.contextvars.unbind_contextvars("request_id")
 
     return middleware

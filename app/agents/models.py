@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.constants import TAG_NOSTREAM
 
 from app.agents.extractive import (
     ExtractiveChatModel,
@@ -148,7 +149,8 @@ class LLMSummarizer:
         kwargs: dict[str, Any] = {}
         if _is_openai(self.chat_model):
             kwargs["max_tokens"] = max_tokens
-        call = self.chat_model.ainvoke(prompt, **kwargs)
+        # nostream: the summarizer's tokens are not the agent's answer; keep them off the SSE feed.
+        call = self.chat_model.ainvoke(prompt, config={"tags": [TAG_NOSTREAM]}, **kwargs)
         result = (
             await asyncio.wait_for(call, self.timeout_seconds)
             if self.timeout_seconds

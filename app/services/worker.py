@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 import structlog
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     AnyMessage,
     BaseMessage,
     HumanMessage,
@@ -72,6 +74,28 @@ def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
                 if call.get("id") and call["id"] not in answered:
                     pending.append({"id": call["id"], "name": call["name"]})
     return pending
+
+
+class DeltaBuffer:
+    """Coalesces streamed tokens into a few ``delta`` events (one row per ~0.2 s, not per token)."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self._parts: dict[str | None, list[str]] = {}
+        self._since = time.monotonic()
+
+    def add(self, lc_id: str | None, text: str) -> None:
+        if text:
+            self._parts.setdefault(lc_id, []).append(text)
+
+    def due(self) -> bool:
+        return bool(self._parts) and time.monotonic() - self._since >= self.interval
+
+    def drain(self) -> list[tuple[str | None, str]]:
+        out = [(k, "".join(v)) for k, v in self._parts.items()]
+        self._parts.clear()
+        self._since = time.monotonic()
+        return out
 
 
 class RunWorker:
@@ -278,8 +302,20 @@ class RunWorker:
         if not isinstance(claimed.graph_input, Command):
             await self._repair_dangling_tool_calls(config)
         interrupt: dict[str, Any] | None = None
+        deltas = DeltaBuffer()
         try:
             async for mode, chunk in self._stream(graph, claimed.graph_input, config, context):
+                if mode == "messages":
+                    message, meta = chunk
+                    if (
+                        isinstance(message, AIMessageChunk)
+                        and meta.get("langgraph_node") == "model"
+                    ):
+                        deltas.add(message.id, message_text(message))
+                    if deltas.due():
+                        await self._flush_deltas(claimed.run_id, deltas)
+                    continue
+                await self._flush_deltas(claimed.run_id, deltas)
                 if mode == "custom":
                     if isinstance(chunk, dict) and chunk.get("type"):
                         await self._event(claimed.run_id, str(chunk["type"]), chunk)
@@ -300,10 +336,14 @@ class RunWorker:
         self, graph: Any, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncIterator[tuple[str, Any]]:
         async for item in graph.astream(
-            graph_input, config, context=context, stream_mode=["updates", "custom"]
+            graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
         ):
             mode, chunk = item
             yield mode, chunk
+
+    async def _flush_deltas(self, run_id: uuid.UUID, deltas: DeltaBuffer) -> None:
+        for lc_id, text in deltas.drain():
+            await self._event(run_id, "delta", {"lc_id": lc_id, "text": text})
 
     async def _repair_dangling_tool_calls(self, config: RunnableConfig) -> None:
         """A run that died between a tool call and its result leaves the history invalid for any

@@ -95,6 +95,10 @@ async def test_offline_turn_calls_query_kb_and_cites_ids(app_factory: AppFactory
         types = [e.get("event") for e in events]
         assert types[0] == "status" and types[-1] == "status"
         assert types.count("message") == 3
+        # Token deltas stream before the final answer; joined, they are exactly that answer.
+        deltas = [json.loads(e["data"]) for e in events if e.get("event") == "delta"]
+        assert deltas, types
+        assert "".join(d["text"] for d in deltas) == answer
         assert json.loads(events[-1]["data"])["status"] == "completed"
         # Resuming from the middle yields only the later events.
         mid = events[1]["id"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -151,6 +152,17 @@ async def test_turn_over_openai_compatible_http_with_tool_call_and_usage(
                 "query_kb",
                 "read_workdir_file",
             }
+            assert srv.requests[0].get("stream") is True  # tokens are streamed, not awaited whole
+            async with h.client.stream("GET", f"/v1/runs/{run['id']}/events", headers=AUTH) as resp:
+                body = "".join([c async for c in resp.aiter_text()])
+            texts = [
+                json.loads(line[len("data: ") :])["text"]
+                for block in body.replace("\r\n", "\n").split("\n\n")
+                if "event: delta" in block
+                for line in block.splitlines()
+                if line.startswith("data: ")
+            ]
+            assert "".join(texts) == "Leases expire when the worker stops [kb]."
 
 
 async def test_killed_worker_lease_expires_and_run_is_recovered(

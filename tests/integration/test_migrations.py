@@ -1,0 +1,71 @@
+"""The one Alembic chain: upgrade on an empty database, downgrade, upgrade again, no drift."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from alembic import command
+
+from app.db.migrate import alembic_config, downgrade_base, upgrade_head
+from app.db.urls import libpq_url
+from tests.support.database import fresh_database
+
+pytestmark = pytest.mark.integration
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg.connect(libpq_url(url)) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+    return {r[0] for r in rows}
+
+
+def test_upgrade_downgrade_upgrade_and_models_match(database_url: str) -> None:
+    server = database_url  # same server; a database of its own for this test
+    with fresh_database(server) as url:
+        upgrade_head(url)
+        expected = {
+            "conversations",
+            "messages",
+            "agent_run_requests",
+            "agent_runs",
+            "run_events",
+            "kb_documents",
+            "kb_chunks",
+            "alembic_version",
+        }
+        assert expected <= _tables(url)
+        # The models and the migration chain describe the same schema.
+        command.check(alembic_config(url))
+        downgrade_base(url)
+        assert _tables(url) == {"alembic_version"}
+        with psycopg.connect(libpq_url(url)) as conn:
+            enums = conn.execute("SELECT typname FROM pg_type WHERE typtype = 'e'").fetchall()
+        assert enums == []
+        upgrade_head(url)
+        assert expected <= _tables(url)
+
+
+def test_one_active_run_per_thread_is_enforced_by_the_schema(database_url: str) -> None:
+    with fresh_database(database_url) as url, psycopg.connect(libpq_url(url)) as conn:
+        upgrade_head(url)
+        conn.execute(
+            "INSERT INTO conversations (id, owner_id, agent_id, title) "
+            "VALUES ('00000000-0000-0000-0000-000000000001', 'o', 'a', 't')"
+        )
+        for i in (1, 2):
+            conn.execute(
+                "INSERT INTO agent_run_requests (id, conversation_id, seq, payload, status) VALUES "
+                f"('00000000-0000-0000-0000-00000000010{i}', '00000000-0000-0000-0000-000000000001', "
+                f"{i}, '{{}}', 'dispatched')"
+            )
+        conn.execute(
+            "INSERT INTO agent_runs (id, conversation_id, request_id, status) VALUES "
+            "('00000000-0000-0000-0000-000000000201', '00000000-0000-0000-0000-000000000001', "
+            "'00000000-0000-0000-0000-000000000101', 'running')"
+        )
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(
+                "INSERT INTO agent_runs (id, conversation_id, request_id, status) VALUES "
+                "('00000000-0000-0000-0000-000000000202', '00000000-0000-0000-0000-000000000001', "
+                "'00000000-0000-0000-0000-000000000102', 'interrupted')"
+            )

@@ -26,6 +26,7 @@ from app.db.embedded import start_embedded_postgres
 from app.db.migrate import upgrade_head
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
+from app.repositories.agent_state import AgentStateRepository
 from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
@@ -126,7 +127,9 @@ async def build_container(
         checkpointer=checkpointer,
         workdir=workdir,
         agent=agent,
-        threads=ThreadService(sessions, settings.lock_timeout_ms),
+        threads=ThreadService(
+            sessions, settings.lock_timeout_ms, AgentStateRepository(agent.graph), workdir
+        ),
         intake=IntakeService(sessions, settings.lock_timeout_ms, on_enqueued=wake),
         runs=RunService(
             sessions,

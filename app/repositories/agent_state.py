@@ -61,3 +61,7 @@ class AgentStateRepository:
         prune = getattr(checkpointer, "aprune", None)
         if prune is not None:
             await prune([str(thread_id)], strategy="keep_latest")
+
+    async def delete_thread(self, thread_id: uuid.UUID | str) -> None:
+        """Drop every checkpoint of a deleted thread (the checkpointer's own API)."""
+        await self.graph.checkpointer.adelete_thread(str(thread_id))

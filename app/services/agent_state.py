@@ -20,6 +20,16 @@ from app.repositories.runs import RunRepository, RunRequestRepository
 SUGGEST_PERCENT = 85
 
 
+async def busy_reason(session: AsyncSession, thread_id: uuid.UUID) -> str | None:
+    """Why the thread is not idle: a running/interrupted run or queued input (None when idle)."""
+    status = await RunRepository(session).active_status(thread_id)
+    if status is not None:
+        return f"run_{status.value}"
+    if await RunRequestRepository(session).has_queued(thread_id):
+        return "request_queued"
+    return None
+
+
 def compression_suggested(input_tokens: int, threshold: int) -> bool:
     """Integer arithmetic, so 84.9% is false and exactly 85% is true."""
     return input_tokens * 100 >= SUGGEST_PERCENT * threshold
@@ -63,19 +73,10 @@ class AgentStateService:
         self.sessions = sessions
         self.agent = agent
 
-    async def busy_reason(self, session: AsyncSession, thread_id: uuid.UUID) -> str | None:
-        """Why the thread cannot be compressed now (shared with the compression service)."""
-        status = await RunRepository(session).active_status(thread_id)
-        if status is not None:
-            return f"run_{status.value}"
-        if await RunRequestRepository(session).has_queued(thread_id):
-            return "request_queued"
-        return None
-
     async def view(self, thread_id: uuid.UUID, owner_id: str) -> StateView:
         async with self.sessions() as session:
             await ConversationRepository(session).get_owned(thread_id, owner_id)
-            busy = await self.busy_reason(session, thread_id)
+            busy = await busy_reason(session, thread_id)
         snapshot = await AgentStateRepository(self.agent.graph).get(thread_id)
         compressor = self.agent.compressor
         threshold = compressor.summary_threshold

@@ -23,7 +23,7 @@ from app.agents.graph import AgentRuntime
 from app.agents.middlewares import summary as summary_mw
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
-from app.services.agent_state import AgentStateService
+from app.services.agent_state import busy_reason
 from app.services.errors import CompressionFailed, NothingToCompress, NotSupported, ThreadBusy
 
 log = structlog.get_logger(__name__)
@@ -53,9 +53,7 @@ class ContextCompressionService:
             await ConversationRepository(session).lock(
                 thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
             )
-            busy = await AgentStateService(self.sessions, self.agent).busy_reason(
-                session, thread_id
-            )
+            busy = await busy_reason(session, thread_id)
             if busy is not None:
                 raise ThreadBusy(f"the thread is busy ({busy}); try again when it is idle")
             snapshot = await self.state.get(thread_id)
@@ -75,6 +73,12 @@ class ContextCompressionService:
             except summary_mw.SummaryError as exc:
                 log.warning("manual_compression_failed", thread_id=str(thread_id), error=str(exc))
                 raise CompressionFailed(f"{exc}; nothing was written") from exc
+            # The checkpoint goes through another connection: re-take the row lock (immediate
+            # while our transaction lives) so a connection lost during the summarizer call fails
+            # here, before the write, instead of writing without mutual exclusion.
+            await ConversationRepository(session).lock(
+                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
+            )
             await self.state.replace_messages(thread_id, outcome.messages)
         try:
             await self.state.prune_history(thread_id)

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.api.schemas import Decision
 from app.db.models import AgentRun, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunEventRepository, RunRepository
 from app.services.errors import InvalidState, NotFound, ValidationFailed
 
 
+@dataclass(frozen=True, slots=True)
+class ReviewDecision:
+    """A human's answer to one pending tool call."""
+
+    type: Literal["approve", "reject", "edit"]
+    message: str | None = None
+    args: dict[str, Any] | None = None
+
+
 def hitl_decisions(
-    interrupt: dict[str, Any] | None, decisions: Sequence[Decision]
+    interrupt: dict[str, Any] | None, decisions: Sequence[ReviewDecision]
 ) -> dict[str, Any]:
     """Our API decisions -> langchain HumanInTheLoopMiddleware's resume payload, validated."""
     actions = list((interrupt or {}).get("action_requests") or [])
@@ -110,7 +119,7 @@ class RunService:
         )
 
     async def resume(
-        self, run_id: uuid.UUID, owner_id: str, decisions: Sequence[Decision]
+        self, run_id: uuid.UUID, owner_id: str, decisions: Sequence[ReviewDecision]
     ) -> AgentRun:
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)

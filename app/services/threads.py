@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.workdir import Workdir
 from app.db.models import Conversation, Message
+from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository
 from app.services.errors import ThreadBusy
 
+log = structlog.get_logger(__name__)
+
 
 class ThreadService:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], lock_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        lock_timeout_ms: int,
+        state: AgentStateRepository | None = None,
+        workdir: Workdir | None = None,
+    ) -> None:
         self.sessions = sessions
         self.lock_timeout_ms = lock_timeout_ms
+        self.state = state
+        self.workdir = workdir
 
     async def create(self, *, owner_id: str, agent_id: str, title: str) -> Conversation:
         async with self.sessions() as session, session.begin():
@@ -46,6 +61,16 @@ class ThreadService:
             if await RunRepository(session).active_status(thread_id) is not None:
                 raise ThreadBusy("the thread has an active run; cancel it first")
             await repo.delete(thread_id)
+        # The rows are gone (the thread is 404 from here on); now its model state and files.
+        try:
+            if self.state is not None:
+                await self.state.delete_thread(thread_id)
+            if self.workdir is not None:
+                await asyncio.to_thread(
+                    shutil.rmtree, self.workdir.thread_dir(str(thread_id)), ignore_errors=True
+                )
+        except Exception as exc:
+            log.warning("thread_cleanup_failed", thread_id=str(thread_id), error=repr(exc))
 
     async def messages(
         self, thread_id: uuid.UUID, owner_id: str, *, after_seq: int, limit: int

@@ -311,3 +311,19 @@ async def test_automatic_compression_in_a_run_offloads_and_keeps_full_tool_outpu
             if m["role"] == "tool":
                 payload = json.loads(m["content"])  # full JSON, never a preview
                 assert payload["count"] == len(payload["results"])
+
+
+async def test_delete_thread_removes_checkpoints_and_workdir_files(app_factory: AppFactory) -> None:
+    async with app_factory(**BIG) as h:
+        await seed_kb(h)
+        tid = await new_thread(h)
+        await run_turns(h, tid, ["lease expiry?", "heartbeat?"])
+        assert (await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)).status_code == 200
+        thread_dir = h.container.workdir.thread_dir(tid)
+        assert any(thread_dir.rglob("*.txt"))
+        cfg = {"configurable": {"thread_id": tid}}
+        assert (await h.container.agent.graph.aget_state(cfg)).values["messages"]
+        assert (await h.client.delete(f"/v1/threads/{tid}", headers=AUTH)).status_code == 204
+        assert not thread_dir.exists()
+        assert not (await h.container.agent.graph.aget_state(cfg)).values
+        assert (await h.client.get(f"/v1/threads/{tid}/messages", headers=AUTH)).status_code == 404

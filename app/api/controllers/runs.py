@@ -17,7 +17,7 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.errors import errors
 from app.api.schemas import ResumeIn, RunList, RunOut
 from app.db.models import AgentRun, RunStatus
-from app.services.runs import RunService
+from app.services.runs import ReviewDecision, RunService
 
 TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 
@@ -95,7 +95,10 @@ class RunController(Controller):
         principal: NamedDependency[str],
         run_service: NamedDependency[RunService],
     ) -> RunOut:
-        return run_out(await run_service.resume(run_id, principal, data.decisions))
+        decisions = [
+            ReviewDecision(type=d.type, message=d.message, args=d.args) for d in data.decisions
+        ]
+        return run_out(await run_service.resume(run_id, principal, decisions))
 
     @get(
         "/{run_id:uuid}/events",

@@ -40,6 +40,7 @@ from app.agents.messages import message_text
 from app.agents.middlewares.summary import is_summary_message
 from app.config import Settings
 from app.db.models import RequestStatus, RunStatus
+from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
@@ -330,7 +331,18 @@ class RunWorker:
             return RunStatus.FAILED, f"{type(exc).__name__}: {exc}", None
         if interrupt is not None:
             return RunStatus.INTERRUPTED, None, interrupt
+        await self._prune_checkpoints(claimed.conversation_id)
         return RunStatus.COMPLETED, None, None
+
+    async def _prune_checkpoints(self, conversation_id: uuid.UUID) -> None:
+        """Each step stores a full copy of the state; keep only the latest once the turn is done.
+
+        Runs while this run is still active, so no other run or compression touches the thread.
+        """
+        try:
+            await AgentStateRepository(self.runtime.graph).prune_history(conversation_id)
+        except Exception as exc:  # housekeeping must never fail the turn
+            log.warning("checkpoint_prune_failed", thread_id=str(conversation_id), error=repr(exc))
 
     async def _stream(
         self, graph: Any, graph_input: Any, config: RunnableConfig, context: AgentContext

@@ -7,8 +7,10 @@ import itertools
 import json
 from typing import Any
 
+import psycopg
 import pytest
 
+from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
@@ -149,3 +151,26 @@ async def test_fifo_order_under_concurrent_posts(app_factory: AppFactory) -> Non
         for (_, end), (start, _) in itertools.pairwise(spans):
             assert end < start
         assert len(history) == 8 * 4
+
+
+async def test_completed_turns_keep_only_the_latest_checkpoint(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    async with app_factory() as h:
+        await add_doc(h)
+        tid = await new_thread(h)
+        done: set[str] = set()
+        for text in ("lease?", "heartbeat?", "compression?"):
+            await h.client.post(f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH)
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude=done)
+            assert run["status"] == "completed"
+            done.add(run["id"])
+        with psycopg.connect(libpq_url(clean_db)) as conn:
+            (count,) = conn.execute(
+                "SELECT count(*) FROM checkpoints WHERE thread_id = %s", (tid,)
+            ).fetchone()  # type: ignore[misc]
+        assert count == 1
+        # ...and the state is intact: all three turns are still in the model view.
+        state = (await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)).json()
+        humans = [m["content"] for m in state["messages"] if m["type"] == "human"]
+        assert humans == ["lease?", "heartbeat?", "compression?"]

@@ -65,14 +65,6 @@ class KnowledgeBaseRepository:
         await self.session.flush()
         return doc
 
-    async def count_chunks(self, document_id: uuid.UUID) -> int:
-        return int(
-            await self.session.scalar(
-                select(func.count()).where(KbChunk.document_id == document_id)
-            )
-            or 0
-        )
-
     async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> list[KbHit]:
         text_query = or_tsquery_text(query)
         if not text_query:

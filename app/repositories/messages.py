@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
@@ -84,18 +84,3 @@ class MessageRepository:
                 .limit(limit)
             )
         ).all()
-
-    async def count(self, conversation_id: uuid.UUID) -> int:
-        return int(
-            await self.session.scalar(
-                select(func.count()).where(Message.conversation_id == conversation_id)
-            )
-            or 0
-        )
-
-    async def get_by_lc_id(self, conversation_id: uuid.UUID, lc_id: str) -> Message | None:
-        return await self.session.scalar(
-            select(Message).where(
-                Message.conversation_id == conversation_id, Message.lc_id == lc_id
-            )
-        )

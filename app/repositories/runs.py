@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exists, func, select, update
@@ -19,8 +19,6 @@ from app.db.models import (
     RunEvent,
     RunStatus,
 )
-
-TERMINAL_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 class RunRequestRepository:
@@ -231,9 +229,6 @@ class RunRepository:
         )
         await self.session.refresh(run)
         return run
-
-    async def now(self) -> datetime:
-        return await self.session.scalar(select(func.now()))  # type: ignore[return-value]
 
 
 class RunEventRepository:

@@ -143,12 +143,6 @@ class RunWorker:
         if task is not None:
             task.cancel()
 
-    async def wait_idle(self) -> None:
-        """Test helper: wait until no run is executing in this process."""
-        while self._runs:
-            await asyncio.gather(*list(self._runs.values()), return_exceptions=True)
-
-    # --- claiming -----------------------------------------------------------------------------
     async def _loop(self) -> None:
         while not self._stopping:
             try:

@@ -17,6 +17,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
+from app.api.console import console_handlers
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
 from app.api.controllers.runs import RunController, ThreadRunsController
@@ -126,7 +127,7 @@ def create_app(
         security=[{"BearerAuth": []}],
     )
     return Litestar(
-        route_handlers=[health, ready, v1],
+        route_handlers=[health, ready, v1, *console_handlers()],
         lifespan=[lifespan],
         dependencies={
             "principal": Provide(provide_principal),

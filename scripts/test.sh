@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+# The console's browser tests drive Debian's chromium (installed here when missing; needs root/sudo).
+scripts/ensure_chromium.sh
 .venv/bin/ruff check app tests benchmarks
 .venv/bin/mypy app
 exec .venv/bin/python -m pytest "$@"

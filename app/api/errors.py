@@ -13,7 +13,8 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR, HTTP_503_SERVICE_UNAVAILABLE
+from sqlalchemy.exc import DBAPIError
 
 from app.api.schemas import ErrorBody
 from app.services.errors import DomainError
@@ -71,8 +72,22 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
     return _body("internal_error", "internal server error", HTTP_500_INTERNAL_SERVER_ERROR)
 
 
+def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """A lost database connection is the server's transient problem (503, retry), not a bug."""
+    assert isinstance(exc, DBAPIError)
+    if not exc.connection_invalidated:
+        return internal_error_handler(request, exc)
+    log.warning("database_connection_lost", path=request.url.path, error=type(exc.orig).__name__)
+    return _body(
+        "unavailable",
+        "the database connection was lost before the request completed; retry it",
+        HTTP_503_SERVICE_UNAVAILABLE,
+    )
+
+
 EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
     DomainError: domain_error_handler,
+    DBAPIError: database_error_handler,
     ValidationException: validation_handler,
     HTTPException: http_error_handler,
     Exception: internal_error_handler,

@@ -1,0 +1,625 @@
+// GENERATED FILE, DO NOT EDIT.
+// API client for Threadkeeper 0.1.0, generated from its OpenAPI document
+// (GET /schema/openapi.json) by scripts/generate_console_client.py. Regenerate with:
+//   .venv/bin/python scripts/generate_console_client.py
+// tests/unit/test_console_client.py fails when this file no longer matches the API.
+
+/**
+ * @typedef {Object} ClientConfig
+ * @property {string} [baseUrl] Prefix of every path; "" (default) means the page's own origin.
+ * @property {string | (() => string)} [apiKey] Bearer API key, or a function returning it.
+ * @property {typeof fetch} [fetch] The fetch implementation (default: globalThis.fetch).
+ */
+
+/**
+ * @typedef {Object} RequestOptions
+ * @property {AbortSignal} [signal] Aborts the request.
+ * @property {boolean} [raw] Resolve with the `Response` itself (streams, headers); errors still throw.
+ * @property {Record<string, string>} [headers] Extra request headers.
+ */
+
+/** A non-2xx answer. `code` is the API's stable error code (`thread_busy`, `not_found`, ...). */
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} code
+   * @param {string} detail
+   * @param {unknown} body
+   */
+  constructor(status, code, detail, body) {
+    super(detail ? `${code}: ${detail}` : code);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+    this.body = body;
+  }
+}
+
+/** @param {unknown} value */
+function encodePathValue(value) {
+  // Segment-wise, so a workdir path such as "results/a.json" keeps its slashes.
+  return String(value).split("/").map(encodeURIComponent).join("/");
+}
+
+/**
+ * @param {Response} response
+ * @returns {Promise<ApiError>}
+ */
+async function toApiError(response) {
+  const text = await response.text();
+  let body = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  const isObject = typeof body === "object" && body !== null;
+  const code = isObject && typeof body.error === "string" ? body.error : `http_${response.status}`;
+  const detail = isObject && typeof body.detail === "string" ? body.detail : String(text);
+  return new ApiError(response.status, code, detail, body);
+}
+
+/**
+ * @typedef {Object} Operation
+ * @property {string} method
+ * @property {string} path
+ * @property {string[]} pathParams
+ * @property {string[]} queryParams
+ * @property {boolean} hasBody
+ * @property {boolean} auth
+ */
+
+/**
+ * @param {ClientConfig} config
+ * @param {Operation} op
+ * @param {Record<string, any>} args
+ * @param {RequestOptions} options
+ */
+async function request(config, op, args, options) {
+  let path = op.path;
+  for (const name of op.pathParams) {
+    if (args[name] === undefined || args[name] === null) {
+      throw new TypeError(`missing path parameter ${name}`);
+    }
+    path = path.replace(`{${name}}`, encodePathValue(args[name]));
+  }
+  const query = new URLSearchParams();
+  for (const name of op.queryParams) {
+    const value = args[name];
+    if (value === undefined || value === null) continue;
+    for (const item of Array.isArray(value) ? value : [value]) query.append(name, String(item));
+  }
+  const qs = query.toString();
+  const headers = { Accept: "application/json", ...(options.headers || {}) };
+  if (op.auth) {
+    const key = typeof config.apiKey === "function" ? config.apiKey() : config.apiKey;
+    if (key) headers.Authorization = `Bearer ${key}`;
+  }
+  /** @type {RequestInit} */
+  const init = { method: op.method, headers, signal: options.signal };
+  if (op.hasBody) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(args.body ?? {});
+  }
+  const doFetch = config.fetch || globalThis.fetch.bind(globalThis);
+  const response = await doFetch(`${config.baseUrl || ""}${path}${qs ? `?${qs}` : ""}`, init);
+  if (!response.ok) throw await toApiError(response);
+  if (options.raw) return response;
+  if (response.status === 204) return undefined;
+  const type = response.headers.get("Content-Type") || "";
+  return type.includes("json") ? response.json() : response.text();
+}
+
+// --- schemas ---------------------------------------------------------------------------------------
+
+/**
+ * @typedef {Object} AddDocumentIn
+ * @property {string} title length 1..500
+ * @property {string} content length 1..500000
+ * @property {string} [source] length 0..500; default ""
+ * @property {string} [url] length 0..2000; default ""
+ * @property {number} [chunk_chars] 200..20000; default 1200
+ */
+
+/**
+ * @typedef {Object} AgentStateOut
+ * @property {string} thread_id uuid
+ * @property {Array<StateMessage>} messages
+ * @property {SummaryInfo} summary
+ * @property {ContextInfo} context
+ * @property {Capabilities} capabilities
+ * @property {Array<string>} next
+ */
+
+/**
+ * @typedef {Object} Capabilities
+ * @property {ManualCompression} manual_compression
+ */
+
+/**
+ * @typedef {Object} CompressOut
+ * @property {number} before_tokens
+ * @property {number} after_tokens
+ * @property {number} offloaded
+ * @property {boolean} summarized
+ */
+
+/**
+ * @typedef {Object} ContextInfo
+ * @property {number} input_tokens
+ * @property {number} summary_threshold
+ * @property {number} pressure
+ * @property {boolean} compression_suggested
+ */
+
+/**
+ * @typedef {Object} CreateThreadIn
+ * @property {string} [title] length 0..500; default ""
+ * @property {string} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$; default "default"
+ */
+
+/**
+ * @typedef {Object} Decision
+ * @property {("approve" | "reject" | "edit")} type
+ * @property {(string | null)} [message]
+ * @property {(Record<string, any> | null)} [args]
+ */
+
+/**
+ * @typedef {Object} DocumentOut
+ * @property {string} id uuid
+ * @property {string} kb
+ * @property {string} title
+ * @property {number} chunks
+ */
+
+/**
+ * @typedef {Object} ErrorBody
+ * @property {string} error
+ * @property {string} [detail] default ""
+ */
+
+/**
+ * @typedef {Object} HealthOut
+ * @property {string} status
+ * @property {string} [detail] default ""
+ */
+
+/**
+ * @typedef {Object} KbResult
+ * @property {string} id
+ * @property {string} doc_id
+ * @property {string} source
+ * @property {string} title
+ * @property {string} url
+ * @property {number} score
+ * @property {string} content
+ */
+
+/**
+ * @typedef {Object} KbSearchOut
+ * @property {string} query
+ * @property {number} count
+ * @property {Array<KbResult>} results
+ */
+
+/**
+ * @typedef {Object} ManualCompression
+ * @property {boolean} available
+ * @property {(string | null)} [reason]
+ */
+
+/**
+ * @typedef {Object} MessageOut
+ * @property {string} id uuid
+ * @property {number} seq
+ * @property {string} role
+ * @property {string} content
+ * @property {(Array<Record<string, any>> | null)} [tool_calls]
+ * @property {(string | null)} [tool_call_id]
+ * @property {(string | null)} [tool_name]
+ * @property {(string | null)} [run_id] uuid
+ * @property {string} created_at date-time
+ */
+
+/**
+ * @typedef {Object} MessagePage
+ * @property {Array<MessageOut>} items
+ * @property {(number | null)} [next_after_seq]
+ */
+
+/**
+ * @typedef {Object} PostMessageIn
+ * @property {string} content length 1..200000
+ */
+
+/**
+ * @typedef {Object} PostMessageOut
+ * @property {string} request_id uuid
+ * @property {string} message_id uuid
+ * @property {"queued"} [status] default "queued"
+ */
+
+/**
+ * @typedef {Object} ResumeIn
+ * @property {Array<Decision>} decisions
+ */
+
+/**
+ * @typedef {Object} RunList
+ * @property {Array<RunOut>} items
+ */
+
+/**
+ * @typedef {Object} RunOut
+ * @property {string} id uuid
+ * @property {string} thread_id uuid
+ * @property {string} request_id uuid
+ * @property {string} status
+ * @property {(string | null)} [error]
+ * @property {(Record<string, any> | null)} [interrupt]
+ * @property {number} [input_tokens] default 0
+ * @property {number} [output_tokens] default 0
+ * @property {number} [model_calls] default 0
+ * @property {string} created_at date-time
+ * @property {(string | null)} [started_at] date-time
+ * @property {(string | null)} [finished_at] date-time
+ */
+
+/**
+ * @typedef {Object} StateMessage
+ * @property {(string | null)} id
+ * @property {string} type
+ * @property {string} content
+ * @property {(string | null)} [name]
+ * @property {(Array<Record<string, any>> | null)} [tool_calls]
+ * @property {(string | null)} [tool_call_id]
+ * @property {(Record<string, any> | null)} [offload]
+ * @property {boolean} [is_summary] default false
+ */
+
+/**
+ * @typedef {Object} SummaryInfo
+ * @property {boolean} present
+ * @property {number} [summarized_messages] default 0
+ * @property {(string | null)} [text]
+ */
+
+/**
+ * @typedef {Object} ThreadOut
+ * @property {string} id uuid
+ * @property {string} title
+ * @property {string} agent_id
+ * @property {string} created_at date-time
+ * @property {string} updated_at date-time
+ */
+
+/**
+ * @typedef {Object} ThreadPage
+ * @property {Array<ThreadOut>} items
+ * @property {(string | null)} [next_cursor]
+ */
+
+// --- operations -----------------------------------------------------------------------------------
+
+/**
+ * AddDocument: POST /v1/knowledge-bases/{kb}/documents (201)
+ *
+ * @param {ClientConfig} config
+ * @param {{kb: string, body: AddDocumentIn}} args
+ *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
+ * @param {RequestOptions} [options]
+ * @returns {Promise<DocumentOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 413 payload_too_large
+ */
+export function addDocument(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
+ * CancelRun: POST /v1/runs/{run_id}/cancel (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{run_id: string}} args
+ *   - run_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RunOut>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state
+ */
+export function cancelRun(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * CompressContext: POST /v1/threads/{thread_id}/context/compress (200)
+ *
+ * Synchronous manual compression. Allowed only when the thread has no running or interrupted run and no queued request; otherwise 409 thread_busy (never queued).
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<CompressOut>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 422 nothing_to_compress / not_supported
+ * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
+ */
+export function compressContext(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/context/compress", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * CreateThread: POST /v1/threads (201)
+ *
+ * @param {ClientConfig} config
+ * @param {{body: CreateThreadIn}} args
+ * @param {RequestOptions} [options]
+ * @returns {Promise<ThreadOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ */
+export function createThread(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
+ * DeleteThread: DELETE /v1/threads/{thread_id} (204)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<void>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state
+ */
+export function deleteThread(config, args = {}, options = {}) {
+  return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * GetAgentState: GET /v1/threads/{thread_id}/agent-state (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<AgentStateOut>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function getAgentState(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * GetRun: GET /v1/runs/{run_id} (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{run_id: string}} args
+ *   - run_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RunOut>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function getRun(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * GetThread: GET /v1/threads/{thread_id} (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<ThreadOut>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function getThread(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * Health: GET /health (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{}} [args]
+ * @param {RequestOptions} [options]
+ * @returns {Promise<HealthOut>}
+ */
+export function health(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/health", "pathParams": [], "queryParams": [], "hasBody": false, "auth": false}, args, options);
+}
+
+/**
+ * ListMessages: GET /v1/threads/{thread_id}/messages (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, after_seq?: number, limit?: number}} args
+ *   - thread_id: uuid
+ *   - after_seq: 0..; default 0
+ *   - limit: 1..1000; default 200
+ * @param {RequestOptions} [options]
+ * @returns {Promise<MessagePage>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function listMessages(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * ListRuns: GET /v1/threads/{thread_id}/runs (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, limit?: number}} args
+ *   - thread_id: uuid
+ *   - limit: 1..200; default 50
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RunList>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function listRuns(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * ListThreads: GET /v1/threads (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{limit?: number, cursor?: (string | null)}} [args]
+ *   - limit: 1..200; default 50
+ * @param {RequestOptions} [options]
+ * @returns {Promise<ThreadPage>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ */
+export function listThreads(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * PostMessage: POST /v1/threads/{thread_id}/messages (202)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, body: PostMessageIn}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<PostMessageOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 413 payload_too_large
+ */
+export function postMessage(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
+ * ReadWorkdirFile: GET /v1/threads/{thread_id}/workdir/{path} (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, path: string}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<string>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function readWorkdirFile(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * Ready: GET /ready (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{}} [args]
+ * @param {RequestOptions} [options]
+ * @returns {Promise<HealthOut>}
+ */
+export function ready(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/ready", "pathParams": [], "queryParams": [], "hasBody": false, "auth": false}, args, options);
+}
+
+/**
+ * ResumeRun: POST /v1/runs/{run_id}/resume (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{run_id: string, body: ResumeIn}} args
+ *   - run_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RunOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state
+ */
+export function resumeRun(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
+ * SearchKnowledgeBase: GET /v1/knowledge-bases/{kb}/search (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{kb: string, q: string, limit?: number}} args
+ *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
+ *   - q: length 1..1000
+ *   - limit: 1..50; default 8
+ * @param {RequestOptions} [options]
+ * @returns {Promise<KbSearchOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ */
+export function searchKnowledgeBase(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
+ *
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final` marks the end), `message` (persisted AI/tool messages), `compression`. Resumable with Last-Event-ID or `after`.
+ *
+ * @param {ClientConfig} config
+ * @param {{run_id: string, after?: number}} args
+ *   - run_id: uuid
+ *   - after: 0..; default 0
+ * @param {RequestOptions} [options]
+ * @returns {Promise<any>}
+ * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ */
+export function streamRunEvents(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after"], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * Every operation bound to one config: `createClient({apiKey}).getThread({thread_id})`.
+ * @param {ClientConfig} [config]
+ */
+export function createClient(config = {}) {
+  return {
+    addDocument: (args, options) => addDocument(config, args, options),
+    cancelRun: (args, options) => cancelRun(config, args, options),
+    compressContext: (args, options) => compressContext(config, args, options),
+    createThread: (args, options) => createThread(config, args, options),
+    deleteThread: (args, options) => deleteThread(config, args, options),
+    getAgentState: (args, options) => getAgentState(config, args, options),
+    getRun: (args, options) => getRun(config, args, options),
+    getThread: (args, options) => getThread(config, args, options),
+    health: (args, options) => health(config, args, options),
+    listMessages: (args, options) => listMessages(config, args, options),
+    listRuns: (args, options) => listRuns(config, args, options),
+    listThreads: (args, options) => listThreads(config, args, options),
+    postMessage: (args, options) => postMessage(config, args, options),
+    readWorkdirFile: (args, options) => readWorkdirFile(config, args, options),
+    ready: (args, options) => ready(config, args, options),
+    resumeRun: (args, options) => resumeRun(config, args, options),
+    searchKnowledgeBase: (args, options) => searchKnowledgeBase(config, args, options),
+    streamRunEvents: (args, options) => streamRunEvents(config, args, options),
+  };
+}

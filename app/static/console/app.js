@@ -1,0 +1,655 @@
+// Threadkeeper operator console: threads, streaming chat, context pressure, manual compression.
+// Plain ES module, no framework and no build step. Every API call goes through the client that
+// scripts/generate_console_client.py generates from the OpenAPI document.
+
+import { ApiError, createClient } from "./api-client.js";
+
+const KEY_STORAGE = "threadkeeper.apiKey";
+const THREAD_STORAGE = "threadkeeper.threadId";
+const RUN_POLL_MS = 300;
+const PREVIEW_CHARS = 600;
+const STREAM_RETRIES = 3;
+
+const state = {
+  apiKey: localStorage.getItem(KEY_STORAGE) || "",
+  threads: [],
+  nextCursor: null,
+  threadId: null,
+  /** @type {AbortController | null} cancels everything tied to the selected thread */
+  threadScope: null,
+  /** tool_call_id -> offload record of the model-visible (compressed) copy */
+  offloads: new Map(),
+  /** message ids already in the transcript (history and stream overlap) */
+  shown: new Set(),
+  runActive: false,
+  pendingInterrupt: null,
+  compressPending: false,
+};
+
+const api = createClient({ apiKey: () => state.apiKey });
+const $ = (id) => document.getElementById(id);
+
+// --- DOM helpers (text only: API content never becomes HTML) ----------------------------------
+
+/**
+ * @param {string} tag
+ * @param {Record<string, any>} [attrs]
+ * @param {...(Node | string | null | undefined | false)} children
+ */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child);
+  }
+  return node;
+}
+
+function truncate(text, max = PREVIEW_CHARS) {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+function formatNumber(n) {
+  return new Intl.NumberFormat("en-US").format(n);
+}
+
+function formatDate(iso) {
+  return new Date(iso).toLocaleString("en-GB", { dateStyle: "short", timeStyle: "short" });
+}
+
+function describeError(err) {
+  if (err instanceof ApiError) return `${err.code}: ${err.detail || `HTTP ${err.status}`}`;
+  return err && err.message ? err.message : String(err);
+}
+
+let toastTimer = 0;
+function toast(message) {
+  const node = $("toast");
+  node.textContent = message;
+  node.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => (node.hidden = true), 6000);
+}
+
+function setPill(node, text, kind) {
+  node.textContent = text;
+  node.dataset.state = kind;
+  node.hidden = !text;
+}
+
+/** Answers cite knowledge-base results as [kb:<id>]: render those as badges. */
+function withCitations(text) {
+  const fragment = document.createDocumentFragment();
+  let last = 0;
+  for (const match of text.matchAll(/\[kb:([^\]\s]+)\]/g)) {
+    fragment.append(text.slice(last, match.index));
+    fragment.append(el("span", { class: "cite", title: `knowledge-base result ${match[1]}` }, match[0]));
+    last = match.index + match[0].length;
+  }
+  fragment.append(text.slice(last));
+  return fragment;
+}
+
+// --- connection & threads ---------------------------------------------------------------------
+
+async function connect(key) {
+  state.apiKey = key.trim();
+  localStorage.setItem(KEY_STORAGE, state.apiKey);
+  setPill($("connection"), "connecting…", "pending");
+  try {
+    await loadThreads();
+    setPill($("connection"), "connected", "ok");
+    $("message-input").disabled = !state.threadId;
+    const remembered = localStorage.getItem(THREAD_STORAGE);
+    if (!state.threadId && remembered && state.threads.some((t) => t.id === remembered)) {
+      await selectThread(remembered);
+    }
+  } catch (err) {
+    const text = err instanceof ApiError && err.status === 401 ? "unauthorized: wrong API key" : describeError(err);
+    setPill($("connection"), text, "error");
+  }
+}
+
+async function loadThreads({ more = false } = {}) {
+  const page = await api.listThreads({ limit: 50, cursor: more ? state.nextCursor : undefined });
+  state.threads = more ? [...state.threads, ...page.items] : page.items;
+  state.nextCursor = page.next_cursor ?? null;
+  renderThreads();
+}
+
+function renderThreads() {
+  const list = $("thread-list");
+  list.replaceChildren(
+    ...state.threads.map((t) =>
+      el(
+        "li",
+        {},
+        el(
+          "button",
+          {
+            type: "button",
+            class: "thread",
+            "aria-current": t.id === state.threadId ? "true" : undefined,
+            dataset: { threadId: t.id },
+            onclick: () => selectThread(t.id),
+          },
+          el("span", { class: "thread-title" }, t.title || "Untitled thread"),
+          el("span", { class: "thread-meta" }, `${t.id.slice(0, 8)} · ${formatDate(t.created_at)}`),
+        ),
+      ),
+    ),
+  );
+  $("threads-empty").hidden = state.threads.length > 0;
+  $("threads-empty").textContent = "No threads yet: create one above.";
+  $("more-threads").hidden = !state.nextCursor;
+}
+
+async function createThread(title) {
+  const thread = await api.createThread({ body: { title } });
+  state.threads = [thread, ...state.threads];
+  renderThreads();
+  await selectThread(thread.id);
+}
+
+async function selectThread(threadId) {
+  state.threadScope?.abort();
+  const scope = new AbortController();
+  state.threadScope = scope;
+  state.threadId = threadId;
+  state.offloads = new Map();
+  state.shown = new Set();
+  state.pendingInterrupt = null;
+  localStorage.setItem(THREAD_STORAGE, threadId);
+  renderThreads();
+  const thread = state.threads.find((t) => t.id === threadId);
+  $("thread-title").textContent = thread?.title || "Untitled thread";
+  $("transcript").replaceChildren();
+  $("compress-result").hidden = true;
+  $("interrupt").hidden = true;
+  setRunActive(false, "");
+  updateCompressButton();
+
+  try {
+    await Promise.all([loadHistory(threadId, scope.signal), refreshAgentState(threadId)]);
+    const { items } = await api.listRuns({ thread_id: threadId, limit: 1 }, { signal: scope.signal });
+    const latest = items[0];
+    if (latest && ["running", "interrupted"].includes(latest.status)) {
+      followRun(latest.id, scope.signal);
+    }
+  } catch (err) {
+    if (!scope.signal.aborted) toast(`Could not open the thread: ${describeError(err)}`);
+  }
+}
+
+async function loadHistory(threadId, signal) {
+  let after;
+  for (;;) {
+    const page = await api.listMessages({ thread_id: threadId, after_seq: after, limit: 200 }, { signal });
+    for (const m of page.items) appendMessage(m);
+    if (page.next_after_seq === null || page.next_after_seq === undefined) return;
+    after = page.next_after_seq;
+  }
+}
+
+// --- transcript -------------------------------------------------------------------------------
+
+/**
+ * One chat entry from the persisted history or a `message` stream event.
+ * @param {{id?: string, message_id?: string, role: string, content: string, tool_calls?: any[] | null,
+ *          tool_call_id?: string | null, tool_name?: string | null}} m
+ */
+function appendMessage(m) {
+  const id = m.id || m.message_id;
+  if (id && state.shown.has(id)) return;
+  if (id) state.shown.add(id);
+
+  const item = el("li", { class: `msg msg-${m.role}`, dataset: { role: m.role, messageId: id } });
+  const label = { user: "You", assistant: "Assistant", tool: `Tool result · ${m.tool_name || "tool"}` }[m.role] || m.role;
+  item.append(el("div", { class: "msg-label" }, label));
+
+  if (m.role === "tool") {
+    item.dataset.toolCallId = m.tool_call_id || "";
+    item.append(
+      el(
+        "details",
+        { class: "tool-result" },
+        el("summary", {}, `${formatNumber(m.content.length)} characters`),
+        el("pre", {}, truncate(m.content)),
+      ),
+      el("div", { class: "offload-slot" }),
+    );
+    decorateOffload(item);
+  } else if (m.content) {
+    item.append(el("div", { class: "msg-text" }, m.role === "assistant" ? withCitations(m.content) : m.content));
+  }
+  for (const call of m.tool_calls || []) {
+    item.append(
+      el(
+        "div",
+        { class: "tool-call", dataset: { toolName: call.name } },
+        el("span", { class: "tool-name" }, `→ ${call.name}`),
+        el("code", {}, truncate(JSON.stringify(call.args ?? {}), 300)),
+      ),
+    );
+  }
+  const transcript = $("transcript");
+  transcript.append(item);
+  transcript.scrollTop = transcript.scrollHeight;
+}
+
+function appendNote(text, kind = "note") {
+  const transcript = $("transcript");
+  transcript.append(el("li", { class: `msg msg-${kind}` }, text));
+  transcript.scrollTop = transcript.scrollHeight;
+}
+
+/** Tool results whose model-visible copy was offloaded get a link to the full original. */
+function decorateOffload(item) {
+  const slot = item.querySelector(".offload-slot");
+  const offload = state.offloads.get(item.dataset.toolCallId);
+  if (!slot) return;
+  slot.replaceChildren(
+    ...(offload
+      ? [
+          el("span", { class: "badge" }, "offloaded"),
+          " the model sees a preview; ",
+          offloadLink(offload, "open the full original"),
+        ]
+      : []),
+  );
+}
+
+function offloadLink(offload, text) {
+  const threadId = state.threadId;
+  return el(
+    "a",
+    {
+      href: `/v1/threads/${threadId}/workdir/${offload.path}`,
+      class: "offload-link",
+      onclick: (event) => {
+        event.preventDefault();
+        openWorkdirFile(threadId, offload);
+      },
+    },
+    text,
+  );
+}
+
+async function openWorkdirFile(threadId, offload) {
+  const dialog = $("file-dialog");
+  $("file-title").textContent = offload.path;
+  $("file-sha").textContent = offload.sha256 || "–";
+  setPill($("file-verified"), "loading…", "pending");
+  $("file-content").textContent = "";
+  dialog.showModal();
+  try {
+    const response = await api.readWorkdirFile({ thread_id: threadId, path: offload.path }, { raw: true });
+    const bytes = await response.arrayBuffer();
+    $("file-content").textContent = new TextDecoder().decode(bytes);
+    const served = response.headers.get("X-Content-SHA256");
+    const actual = await sha256Hex(bytes);
+    if (actual === null) {
+      setPill($("file-verified"), "not verified (needs a secure context)", "warn");
+    } else if (actual === offload.sha256 && (!served || served === actual)) {
+      setPill($("file-verified"), "verified", "ok");
+    } else {
+      setPill($("file-verified"), `mismatch: content hashes to ${actual}`, "error");
+    }
+  } catch (err) {
+    setPill($("file-verified"), describeError(err), "error");
+  }
+}
+
+async function sha256Hex(bytes) {
+  if (!globalThis.crypto?.subtle) return null;
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// --- posting & streaming ----------------------------------------------------------------------
+
+function setRunActive(active, label, kind = "pending") {
+  state.runActive = active;
+  setPill($("run-status"), label, kind);
+  $("send-button").disabled = active || !state.threadId;
+  $("message-input").disabled = !state.threadId;
+}
+
+async function sendMessage() {
+  const input = $("message-input");
+  const content = input.value.trim();
+  const threadId = state.threadId;
+  if (!content || !threadId || state.runActive) return;
+  const signal = state.threadScope.signal;
+  setRunActive(true, "sending…");
+  try {
+    const accepted = await api.postMessage({ thread_id: threadId, body: { content } }, { signal });
+    input.value = "";
+    appendMessage({ id: accepted.message_id, role: "user", content });
+    setRunActive(true, "queued");
+    refreshAgentState(threadId);
+    const runId = await waitForRun(threadId, accepted.request_id, signal);
+    await followRun(runId, signal);
+  } catch (err) {
+    if (signal.aborted) return;
+    setRunActive(false, describeError(err), "error");
+  }
+}
+
+/** The worker turns the queued request into a run; wait for it to appear. */
+async function waitForRun(threadId, requestId, signal) {
+  for (;;) {
+    const { items } = await api.listRuns({ thread_id: threadId, limit: 20 }, { signal });
+    const run = items.find((r) => r.request_id === requestId);
+    if (run) return run.id;
+    await sleep(RUN_POLL_MS, signal);
+  }
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }, { once: true });
+  });
+}
+
+/** Stream a run's events until its final status; reconnects from the last event id. */
+async function followRun(runId, signal) {
+  const threadId = state.threadId;
+  setRunActive(true, "running");
+  let after = 0;
+  let final = false;
+  let failures = 0;
+  while (!final && !signal.aborted) {
+    try {
+      const response = await api.streamRunEvents({ run_id: runId, after }, { raw: true, signal });
+      for await (const event of readEventStream(response.body)) {
+        if (event.id) after = Number(event.id);
+        failures = 0;
+        final = handleRunEvent(event, threadId) || final;
+      }
+      if (!final) {
+        // Stream ended without a final status (the run finished earlier): read the outcome.
+        const run = await api.getRun({ run_id: runId }, { signal });
+        if (["completed", "failed", "cancelled"].includes(run.status)) {
+          handleRunEvent({ event: "status", data: JSON.stringify({ ...run, final: true }) }, threadId);
+          final = true;
+        }
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      failures += 1;
+      if (failures > STREAM_RETRIES) {
+        setRunActive(false, `stream lost: ${describeError(err)}`, "error");
+        return;
+      }
+      await sleep(500 * failures, signal);
+    }
+  }
+}
+
+/**
+ * Parse a `text/event-stream` body (EventSource cannot send the Authorization header).
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<{event: string, data: string, id: string}>}
+ */
+async function* readEventStream(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let boundary;
+      while ((boundary = buffer.search(/\r\n\r\n|\n\n|\r\r/)) >= 0) {
+        const block = buffer.slice(0, boundary);
+        buffer = buffer.slice(boundary).replace(/^(\r\n\r\n|\n\n|\r\r)/, "");
+        const event = parseEventBlock(block);
+        if (event) yield event;
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+function parseEventBlock(block) {
+  let event = "message";
+  let id = "";
+  const data = [];
+  for (const line of block.split(/\r\n|\n|\r/)) {
+    if (!line || line.startsWith(":")) continue; // comments are keep-alives
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "event") event = value;
+    else if (field === "data") data.push(value);
+    else if (field === "id") id = value;
+  }
+  return data.length ? { event, data: data.join("\n"), id } : null;
+}
+
+/** Apply one run event to the page; true when it is the run's final status. */
+function handleRunEvent(event, threadId) {
+  if (threadId !== state.threadId) return false;
+  let data;
+  try {
+    data = JSON.parse(event.data);
+  } catch {
+    return false;
+  }
+  if (event.event === "message") {
+    appendMessage(data);
+    return false;
+  }
+  if (event.event === "compression") {
+    appendNote(`Context compressed automatically${describeCompression(data)}.`);
+    refreshAgentState(threadId);
+    return false;
+  }
+  if (event.event !== "status") return false;
+
+  if (data.status === "interrupted") {
+    showInterrupt(data.interrupt);
+    setRunActive(true, "interrupted: waiting for approval", "warn");
+  } else if (data.final) {
+    const kind = data.status === "completed" ? "ok" : "error";
+    setRunActive(false, data.error ? `${data.status}: ${data.error}` : data.status, kind);
+    $("interrupt").hidden = true;
+    refreshAgentState(threadId);
+  } else {
+    $("interrupt").hidden = true;
+    setRunActive(true, data.status || "running");
+  }
+  return Boolean(data.final);
+}
+
+function describeCompression(data) {
+  const before = data.before_tokens ?? data.before;
+  const after = data.after_tokens ?? data.after;
+  return before !== undefined && after !== undefined ? ` (${formatNumber(before)} → ${formatNumber(after)} tokens)` : "";
+}
+
+// --- interrupts (human approval of tool calls) ------------------------------------------------
+
+function showInterrupt(interrupt) {
+  const requests = interrupt?.action_requests || [];
+  state.pendingInterrupt = { count: Math.max(1, requests.length) };
+  const names = requests.map((r) => r.name).join(", ");
+  $("interrupt-text").textContent = names ? `The agent asks to run: ${names}` : "The run is waiting for a decision.";
+  $("interrupt").hidden = false;
+}
+
+async function decide(type) {
+  const threadId = state.threadId;
+  const pending = state.pendingInterrupt;
+  if (!threadId || !pending) return;
+  try {
+    const { items } = await api.listRuns({ thread_id: threadId, limit: 1 });
+    const run = items[0];
+    if (!run || run.status !== "interrupted") return;
+    const decisions = Array.from({ length: pending.count }, () => ({ type }));
+    await api.resumeRun({ run_id: run.id, body: { decisions } });
+    state.pendingInterrupt = null;
+    $("interrupt").hidden = true;
+  } catch (err) {
+    toast(`Could not resume: ${describeError(err)}`);
+  }
+}
+
+// --- agent state, pressure & compression ------------------------------------------------------
+
+async function refreshAgentState(threadId = state.threadId) {
+  if (!threadId) return;
+  let view;
+  try {
+    view = await api.getAgentState({ thread_id: threadId });
+  } catch (err) {
+    if (threadId === state.threadId) toast(`Could not read the agent state: ${describeError(err)}`);
+    return;
+  }
+  if (threadId !== state.threadId) return; // the operator moved on meanwhile
+  renderAgentState(view);
+}
+
+/** @param {import("./api-client.js").AgentStateOut} view */
+function renderAgentState(view) {
+  const { input_tokens: tokens, summary_threshold: threshold, compression_suggested: suggested } = view.context;
+  const ratio = threshold > 0 ? tokens / threshold : 0;
+  const percent = ratio * 100;
+  $("pressure-value").textContent = `${percent.toFixed(1)}%`;
+  $("pressure-fill").style.width = `${Math.min(100, percent)}%`;
+  const bar = $("pressure-bar");
+  bar.setAttribute("aria-valuenow", percent.toFixed(1));
+  bar.dataset.level = ratio >= 1 ? "over" : suggested ? "high" : "ok";
+  $("input-tokens").textContent = formatNumber(tokens);
+  $("summary-threshold").textContent = formatNumber(threshold);
+  $("suggestion").hidden = !suggested;
+  $("compress-button").classList.toggle("suggested", suggested);
+
+  const manual = view.capabilities.manual_compression;
+  $("manual-availability").textContent = manual.available ? "available" : `unavailable (${manual.reason || "unknown"})`;
+  $("summary-info").textContent = view.summary.present
+    ? `present, covers ${view.summary.summarized_messages} messages`
+    : "none";
+  $("summary-details").hidden = !view.summary.text;
+  $("summary-text").textContent = view.summary.text || "";
+  $("visible-count").textContent = String(view.messages.length);
+
+  state.offloads = new Map(
+    view.messages.filter((m) => m.offload && m.tool_call_id).map((m) => [m.tool_call_id, m.offload]),
+  );
+  $("offloaded-count").textContent = String(state.offloads.size);
+  for (const item of document.querySelectorAll("#transcript .msg-tool")) decorateOffload(item);
+  renderStateMessages(view.messages);
+}
+
+function renderStateMessages(messages) {
+  $("state-messages").replaceChildren(
+    ...messages.map((m) => {
+      const kind = m.is_summary ? "summary" : m.type;
+      const label = m.is_summary ? "summary" : m.type === "tool" ? `tool · ${m.name || ""}` : m.type;
+      return el(
+        "li",
+        { class: `state-msg state-${kind}` },
+        el("span", { class: "badge" }, label),
+        m.offload ? el("span", { class: "badge badge-offload" }, "offloaded") : null,
+        el("p", {}, truncate(m.content || (m.tool_calls ? `calls ${m.tool_calls.map((c) => c.name).join(", ")}` : ""), 220)),
+        m.offload ? offloadLink(m.offload, `full original (${m.offload.path})`) : null,
+      );
+    }),
+  );
+}
+
+function updateCompressButton() {
+  const button = $("compress-button");
+  button.disabled = state.compressPending || !state.threadId;
+  button.setAttribute("aria-busy", String(state.compressPending));
+  button.textContent = state.compressPending ? "Compressing…" : "Compress now";
+}
+
+function showCompressResult(text, kind) {
+  const node = $("compress-result");
+  node.textContent = text;
+  node.dataset.state = kind;
+  node.hidden = false;
+}
+
+/** Manual compression: at most one request in flight; the button is disabled while it runs. */
+async function compressContext() {
+  const threadId = state.threadId;
+  if (state.compressPending || !threadId) return;
+  state.compressPending = true;
+  updateCompressButton();
+  showCompressResult("Compressing…", "pending");
+  try {
+    const out = await api.compressContext({ thread_id: threadId });
+    if (threadId !== state.threadId) return;
+    const parts = [`${formatNumber(out.before_tokens)} → ${formatNumber(out.after_tokens)} tokens`];
+    if (out.offloaded) parts.push(`${out.offloaded} tool result${out.offloaded === 1 ? "" : "s"} offloaded`);
+    if (out.summarized) parts.push("older history summarized");
+    showCompressResult(`Compressed: ${parts.join(", ")}.`, "ok");
+    await refreshAgentState(threadId);
+  } catch (err) {
+    if (threadId !== state.threadId) return;
+    if (err instanceof ApiError && err.status === 409) {
+      showCompressResult(`thread_busy: ${err.detail || "the thread has a queued or active run"}`, "busy");
+    } else if (err instanceof ApiError && err.status === 422) {
+      showCompressResult(`${err.code}: ${err.detail || "nothing to compress"}`, "info");
+    } else {
+      showCompressResult(`Compression failed: ${describeError(err)}`, "error");
+    }
+    refreshAgentState(threadId);
+  } finally {
+    state.compressPending = false;
+    updateCompressButton();
+  }
+}
+
+// --- wiring -----------------------------------------------------------------------------------
+
+function wire() {
+  $("api-key").value = state.apiKey;
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    connect($("api-key").value);
+  });
+  $("new-thread-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!state.apiKey) return toast("Enter your API key first.");
+    try {
+      await createThread($("new-thread-title").value.trim());
+      $("new-thread-title").value = "";
+    } catch (err) {
+      toast(`Could not create the thread: ${describeError(err)}`);
+    }
+  });
+  $("more-threads").addEventListener("click", () => loadThreads({ more: true }).catch((err) => toast(describeError(err))));
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sendMessage();
+  });
+  $("message-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      sendMessage();
+    }
+  });
+  $("compress-button").addEventListener("click", compressContext);
+  $("approve-button").addEventListener("click", () => decide("approve"));
+  $("reject-button").addEventListener("click", () => decide("reject"));
+  if (state.apiKey) connect(state.apiKey);
+}
+
+wire();

@@ -29,9 +29,7 @@ def _url() -> str:
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     """LangGraph's checkpointer owns the checkpoint* tables; autogenerate must not drop them."""
-    if type_ == "table" and name is not None and name.startswith("checkpoint"):
-        return False
-    return True
+    return not (type_ == "table" and name is not None and name.startswith("checkpoint"))
 
 
 def _run(connection: Connection) -> None:

@@ -8,6 +8,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+#: Largest value of a PostgreSQL BIGINT (sequence numbers, event ids used as cursors).
+INT64_MAX = 2**63 - 1
+
 
 class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Request bodies: unknown fields are a client error, not silently dropped."""

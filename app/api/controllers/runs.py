@@ -10,13 +10,15 @@ from typing import Annotated
 
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import errors
-from app.api.schemas import ResumeIn, RunList, RunOut
+from app.api.schemas import INT64_MAX, ResumeIn, RunList, RunOut
 from app.db.models import AgentRun, RunStatus
+from app.services.errors import ValidationFailed
 from app.services.runs import ReviewDecision, RunService
 
 TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -103,7 +105,14 @@ class RunController(Controller):
     @get(
         "/{run_id:uuid}/events",
         operation_id="StreamRunEvents",
-        responses=errors(401, 404),
+        responses={
+            **errors(400, 401, 404),
+            200: ResponseSpec(
+                data_container=str,
+                media_type="text/event-stream",
+                description="The run's events as server-sent events, ending after the final one.",
+            ),
+        },
         description=(
             "Server-sent events: `status` (running/interrupted/resumed/completed/failed/"
             "cancelled; `final` marks the end), `message` (persisted AI/tool messages), "
@@ -116,10 +125,12 @@ class RunController(Controller):
         run_id: uuid.UUID,
         principal: NamedDependency[str],
         run_service: NamedDependency[RunService],
-        after: Annotated[int, Parameter(ge=0)] = 0,
+        after: Annotated[int, Parameter(ge=0, le=INT64_MAX)] = 0,
     ) -> ServerSentEvent:
         last = request.headers.get("last-event-id")
         start = int(last) if last and last.isdigit() else after
+        if start > INT64_MAX:  # event ids are BIGINT: a larger cursor cannot name an event
+            raise ValidationFailed("Last-Event-ID is out of range")
         # Fail fast with 404 before the stream starts (a stream cannot change its status later).
         await run_service.events_after(run_id, principal, start)
         return ServerSentEvent(_event_feed(run_service, run_id, principal, start))

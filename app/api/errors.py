@@ -95,7 +95,11 @@ EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
 
 
 def errors(*codes: int) -> dict[int, ResponseSpec]:
-    """OpenAPI response specs so a generated SDK gets typed errors."""
+    """OpenAPI response specs so a generated SDK gets typed errors.
+
+    400 is always listed: any malformed parameter is answered with our ErrorBody, and without it
+    Litestar documents its own (different) validation body instead.
+    """
     descriptions = {
         400: "validation_error: malformed JSON, unknown field, bad value",
         401: "unauthorized: missing or wrong API key",
@@ -108,5 +112,5 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
     }
     return {
         c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))
-        for c in codes
+        for c in sorted({400, *codes})
     }

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-#: Largest value of a PostgreSQL BIGINT (sequence numbers, event ids used as cursors).
-INT64_MAX = 2**63 - 1
+#: Upper bound of integer cursors (message seq, event id): within PostgreSQL BIGINT and exact as
+#: a JSON/JavaScript number (the OpenAPI document renders bounds as floats).
+MAX_CURSOR = 2**53 - 1
 
 
 class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -68,6 +69,14 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
     request_id: uuid.UUID
     message_id: uuid.UUID
     status: Literal["queued"] = "queued"
+
+
+class ServerSentEventOut(msgspec.Struct, kw_only=True):
+    """One event of ``StreamRunEvents`` as framed on the wire; ``data`` holds a JSON document."""
+
+    event: str
+    data: str
+    id: str | None = None
 
 
 # --- runs ---------------------------------------------------------------------------------------

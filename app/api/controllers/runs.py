@@ -16,7 +16,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import errors
-from app.api.schemas import INT64_MAX, ResumeIn, RunList, RunOut
+from app.api.schemas import MAX_CURSOR, ResumeIn, RunList, RunOut, ServerSentEventOut
 from app.db.models import AgentRun, RunStatus
 from app.services.errors import ValidationFailed
 from app.services.runs import ReviewDecision, RunService
@@ -108,7 +108,7 @@ class RunController(Controller):
         responses={
             **errors(400, 401, 404),
             200: ResponseSpec(
-                data_container=str,
+                data_container=ServerSentEventOut,
                 media_type="text/event-stream",
                 description="The run's events as server-sent events, ending after the final one.",
             ),
@@ -125,11 +125,11 @@ class RunController(Controller):
         run_id: uuid.UUID,
         principal: NamedDependency[str],
         run_service: NamedDependency[RunService],
-        after: Annotated[int, Parameter(ge=0, le=INT64_MAX)] = 0,
+        after: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
     ) -> ServerSentEvent:
         last = request.headers.get("last-event-id")
         start = int(last) if last and last.isdigit() else after
-        if start > INT64_MAX:  # event ids are BIGINT: a larger cursor cannot name an event
+        if start > MAX_CURSOR:  # no event id is that large
             raise ValidationFailed("Last-Event-ID is out of range")
         # Fail fast with 404 before the stream starts (a stream cannot change its status later).
         await run_service.events_after(run_id, principal, start)

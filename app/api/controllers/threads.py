@@ -14,7 +14,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_202_ACCEPTED, HTTP_204_
 
 from app.api.errors import errors
 from app.api.schemas import (
-    INT64_MAX,
+    MAX_CURSOR,
     CreateThreadIn,
     MessageOut,
     MessagePage,
@@ -146,7 +146,7 @@ class ThreadController(Controller):
         thread_id: uuid.UUID,
         principal: NamedDependency[str],
         thread_service: NamedDependency[ThreadService],
-        after_seq: Annotated[int, Parameter(ge=0, le=INT64_MAX)] = 0,
+        after_seq: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 200,
     ) -> MessagePage:
         rows = await thread_service.messages(

@@ -268,6 +268,13 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} ServerSentEventOut
+ * @property {string} event
+ * @property {string} data
+ * @property {(string | null)} [id]
+ */
+
+/**
  * @typedef {Object} StateMessage
  * @property {(string | null)} id
  * @property {string} type
@@ -327,7 +334,7 @@ export function addDocument(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
@@ -346,7 +353,7 @@ export function cancelRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<CompressOut>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
@@ -379,7 +386,7 @@ export function createThread(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
@@ -396,7 +403,7 @@ export function deleteThread(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentStateOut>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  */
@@ -412,7 +419,7 @@ export function getAgentState(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  */
@@ -428,7 +435,7 @@ export function getRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  */
@@ -454,7 +461,7 @@ export function health(config, args = {}, options = {}) {
  * @param {ClientConfig} config
  * @param {{thread_id: string, after_seq?: number, limit?: number}} args
  *   - thread_id: uuid
- *   - after_seq: 0..; default 0
+ *   - after_seq: 0..9007199254740991; default 0
  *   - limit: 1..1000; default 200
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
@@ -475,7 +482,7 @@ export function listMessages(config, args = {}, options = {}) {
  *   - limit: 1..200; default 50
  * @param {RequestOptions} [options]
  * @returns {Promise<RunList>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  */
@@ -586,10 +593,10 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @param {ClientConfig} config
  * @param {{run_id: string, after?: number}} args
  *   - run_id: uuid
- *   - after: 0..; default 0
+ *   - after: 0..9007199254740991; default 0
  * @param {RequestOptions} [options]
- * @returns {Promise<any>}
- * @throws {ApiError} 400 Bad request syntax or unsupported method
+ * @returns {Promise<string>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  */

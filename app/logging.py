@@ -42,5 +42,5 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(message)s")
-    for noisy in ("httpx", "httpcore", "openai", "asyncio"):
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

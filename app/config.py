@@ -37,6 +37,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
     worker_in_process: bool = True
     worker_poll_seconds: float = 0.5
+    #: Runs executed at once by one worker process (each on a different thread).
+    worker_concurrency: int = 4
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 5.0
     #: Tools that need a human approval before they run (comma separated tool names).

@@ -115,7 +115,12 @@ async def build_container(
         checkpointer=checkpointer,
         approval_tools=settings.approval_tool_names(),
     )
-    worker = RunWorker(settings=settings, sessions=sessions, runtime=agent)
+    worker = RunWorker(
+        settings=settings,
+        sessions=sessions,
+        runtime=agent,
+        max_concurrent_runs=settings.worker_concurrency,
+    )
     run_in_process = settings.worker_in_process if start_worker is None else start_worker
     wake = worker.wake if run_in_process else None
     container = Container(

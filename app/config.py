@@ -76,6 +76,33 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     web_search_api_key: str = ""
     kb_default: str = "default"
 
+    def __post_init__(self) -> None:
+        """Refuse a configuration that cannot work, at start, with the setting named."""
+        positive = (
+            "summary_threshold",
+            "tool_result_preview_tokens",
+            "summary_max_tokens",
+            "lease_seconds",
+            "heartbeat_seconds",
+            "worker_poll_seconds",
+            "worker_concurrency",
+            "db_pool_size",
+            "max_request_bytes",
+            "lock_timeout_ms",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"THREADKEEPER_{name.upper()} must be > 0")
+        if self.summary_keep_recent_tokens < 0:
+            raise ValueError("THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS must be >= 0")
+        if self.heartbeat_seconds >= self.lease_seconds:
+            raise ValueError(
+                "THREADKEEPER_HEARTBEAT_SECONDS must be below THREADKEEPER_LEASE_SECONDS"
+            )
+        if self.web_search_kind not in ("searxng", "tavily"):
+            raise ValueError("THREADKEEPER_WEB_SEARCH_KIND must be searxng or tavily")
+        self.api_key_map()
+
     def api_key_map(self) -> dict[str, str]:
         """key -> principal."""
         result: dict[str, str] = {}
@@ -113,5 +140,5 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Se
     raw.update(overrides)
     try:
         return msgspec.convert(raw, Settings, strict=False)
-    except msgspec.ValidationError as exc:
+    except (msgspec.ValidationError, ValueError) as exc:
         raise ValueError(f"invalid settings: {exc}") from exc

@@ -1,0 +1,42 @@
+"""Settings come from the environment and a configuration that cannot work is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.config import load_settings
+
+
+def test_environment_and_database_url() -> None:
+    s = load_settings(
+        {
+            "DATABASE_URL": "postgresql://u@h/db",
+            "THREADKEEPER_SUMMARY_THRESHOLD": "5000",
+            "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "1000",
+            "THREADKEEPER_API_KEYS": "alice:k1, bob:k2",
+            "THREADKEEPER_LOG_JSON": "false",
+            "THREADKEEPER_APPROVAL_TOOLS": "web_search, query_kb",
+        }
+    )
+    assert s.database_url == "postgresql://u@h/db"
+    assert s.summary_threshold == 5000 and s.log_json is False
+    assert s.api_key_map() == {"k1": "alice", "k2": "bob"}
+    assert s.approval_tool_names() == frozenset({"web_search", "query_kb"})
+    explicit = load_settings({"DATABASE_URL": "a", "THREADKEEPER_DATABASE_URL": "postgresql://x/y"})
+    assert explicit.database_url == "postgresql://x/y"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"THREADKEEPER_SUMMARY_THRESHOLD": "0"}, "SUMMARY_THRESHOLD must be > 0"),
+        ({"THREADKEEPER_SUMMARY_THRESHOLD": "lots"}, "invalid settings"),
+        ({"THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "-1"}, "KEEP_RECENT_TOKENS must be >= 0"),
+        ({"THREADKEEPER_HEARTBEAT_SECONDS": "60"}, "HEARTBEAT_SECONDS must be below"),
+        ({"THREADKEEPER_API_KEYS": "nokey"}, "principal:key"),
+        ({"THREADKEEPER_WEB_SEARCH_KIND": "bing"}, "searxng or tavily"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_setting_named(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_settings(env)

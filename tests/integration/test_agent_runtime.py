@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
+from app.repositories.runs import RunEventRepository
 from tests.conftest import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
@@ -174,3 +175,25 @@ async def test_completed_turns_keep_only_the_latest_checkpoint(
         state = (await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)).json()
         humans = [m["content"] for m in state["messages"] if m["type"] == "human"]
         assert humans == ["lease?", "heartbeat?", "compression?"]
+
+
+async def test_event_notifications_wake_only_their_run(app_factory: AppFactory) -> None:
+    async with app_factory(start_worker=False) as h:
+        notifier = h.container.notifier
+        await asyncio.wait_for(notifier.connected.wait(), 30)
+        claimed = []
+        for text in ("one", "two"):
+            tid = await new_thread(h)
+            await h.client.post(f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH)
+            run = await h.container.worker.claim_next()
+            assert run is not None
+            claimed.append(run.run_id)
+        first = asyncio.create_task(notifier.wait(claimed[0], timeout=60))
+        second = asyncio.create_task(notifier.wait(claimed[1], timeout=0.5))
+        await asyncio.sleep(0.1)
+        async with h.container.sessions() as session, session.begin():
+            await RunEventRepository(session).append(claimed[0], "status", {"status": "probe"})
+            await asyncio.sleep(0.1)
+            assert not first.done()  # NOTIFY is delivered on commit, not before
+        assert await first is True
+        assert await second is False  # the other run's stream was not woken

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncGenerator
@@ -22,6 +21,9 @@ from app.services.errors import ValidationFailed
 from app.services.runs import ReviewDecision, RunService
 
 TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+#: Fallback poll when no notification arrives (lost NOTIFY, listener reconnecting).
+POLL_SECONDS = 1.0
+KEEPALIVE_SECONDS = 15.0
 
 
 def run_out(r: AgentRun) -> RunOut:
@@ -137,14 +139,15 @@ class RunController(Controller):
 
 
 async def _event_feed(
-    run_service: NamedDependency[RunService],
+    run_service: RunService,
     run_id: uuid.UUID,
-    principal: NamedDependency[str],
+    principal: str,
     after: int,
 ) -> AsyncGenerator[ServerSentEventMessage, None]:
-    """Poll the persisted events (works across processes); end after the final status."""
+    """Read the persisted events after ``after``; sleep until NOTIFY (or a fallback poll) says
+    there are more; end after the final status. Works across processes."""
     cursor = after
-    quiet_polls = 0
+    idle = 0.0
     while True:
         events, status = await run_service.events_after(run_id, principal, cursor)
         for e in events:
@@ -153,11 +156,12 @@ async def _event_feed(
             if e.type == "status" and e.data.get("final"):
                 return
         if events:
-            quiet_polls = 0
+            idle = 0.0
             continue
         if status in TERMINAL:
             return  # drained and finished (its final event was before ``after``)
-        quiet_polls += 1
-        if quiet_polls % 75 == 0:  # ~15 s: keep proxies from closing an idle stream
+        if idle >= KEEPALIVE_SECONDS:  # keep proxies from closing an idle stream
+            idle = 0.0
             yield ServerSentEventMessage(comment="keep-alive")
-        await asyncio.sleep(0.2)
+        waited = await run_service.wait_for_events(run_id, POLL_SECONDS)
+        idle += 0.0 if waited else POLL_SECONDS

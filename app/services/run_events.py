@@ -1,0 +1,80 @@
+"""Wake SSE streams when a run gets new events, across processes (PostgreSQL LISTEN/NOTIFY).
+
+Event rows stay the source of truth (a stream reads them after its cursor); a notification only
+says "look now", so a lost notification costs at most one fallback poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import psycopg
+import structlog
+
+from app.repositories.runs import RUN_EVENTS_CHANNEL as CHANNEL
+
+log = structlog.get_logger(__name__)
+
+
+class RunEventNotifier:
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._listen(), name="run-event-listener")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def wait(self, run_id: uuid.UUID, timeout: float) -> bool:
+        """True when the run was notified within ``timeout`` seconds, else False (poll anyway)."""
+        key = str(run_id)
+        event = asyncio.Event()
+        self._waiters.setdefault(key, set()).add(event)
+        try:
+            async with asyncio.timeout(timeout):
+                await event.wait()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    self._waiters.pop(key, None)
+
+    def _wake(self, key: str) -> None:
+        for event in self._waiters.get(key, ()):
+            event.set()
+
+    async def _listen(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                conn: Any = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.connected.set()
+                    backoff = 0.5
+                    async for notify in conn.notifies():
+                        self._wake(notify.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.connected.clear()
+                log.warning("run_event_listener_down", error=type(exc).__name__)
+                # Streams keep working by polling meanwhile; wake them so none waits a full timeout.
+                for key in list(self._waiters):
+                    self._wake(key)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)

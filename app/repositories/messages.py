@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
@@ -72,6 +72,17 @@ class MessageRepository:
         self.session.add_all(rows_out)
         await self.session.flush()
         return rows_out
+
+    async def move_to_end(
+        self, conversation_id: uuid.UUID, message_id: uuid.UUID, *, run_id: uuid.UUID
+    ) -> None:
+        """Give a queued user message the next sequence number as its run starts."""
+        seq = await self.conversations.allocate_message_seqs(conversation_id, 1)
+        await self.session.execute(
+            update(Message)
+            .where(Message.id == message_id, Message.conversation_id == conversation_id)
+            .values(seq=seq, run_id=run_id)
+        )
 
     async def list(
         self, conversation_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100

@@ -180,6 +180,19 @@ class RunRepository:
         )
         return result.scalar() is not None
 
+    async def holds_lease(self, run_id: uuid.UUID, holder: str) -> bool:
+        """Still ours and running? Locks the run row, so recovery cannot interleave."""
+        found = await self.session.scalar(
+            select(AgentRun.id)
+            .where(
+                AgentRun.id == run_id,
+                AgentRun.lease_holder == holder,
+                AgentRun.status == RunStatus.RUNNING,
+            )
+            .with_for_update()
+        )
+        return found is not None
+
     async def set_fields(self, run_id: uuid.UUID, **values: Any) -> None:
         await self.session.execute(update(AgentRun).where(AgentRun.id == run_id).values(**values))
 

@@ -31,7 +31,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from sqlalchemy import func
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.context import AgentContext
@@ -65,6 +65,13 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def public_error(exc: BaseException) -> str:
+    """The error a client may see: provider/tool errors verbatim (bounded), internals by name."""
+    if isinstance(exc, SQLAlchemyError):
+        return "internal error: database failure (see server logs)"
+    return f"{type(exc).__name__}: {exc}"[:1000]
+
+
 def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
     """Tool calls of AI messages that never got a ToolMessage (a run died between the two)."""
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -75,6 +82,10 @@ def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
                 if call.get("id") and call["id"] not in answered:
                     pending.append({"id": call["id"], "name": call["name"]})
     return pending
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the run (recovered elsewhere, or cancelled)."""
 
 
 class DeltaBuffer:
@@ -125,7 +136,8 @@ class RunWorker:
         self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
 
     async def stop(self) -> None:
-        """Stop claiming; in-flight runs are cancelled and their leases left to expire elsewhere."""
+        """Stop claiming and cancel in-flight runs; each is ended ``failed`` ("worker stopped")
+        so clients see the outcome now instead of after the lease expires."""
         self._stopping = True
         self._wake.set()
         tasks = [t for t in [self._loop_task, *self._runs.values()] if t is not None]
@@ -198,6 +210,10 @@ class RunWorker:
                     run.id, "status", {"status": "running", "request_id": str(request.id)}
                 )
                 payload = request.payload
+                # History shows each question right before its answer, not where it was queued.
+                await MessageRepository(session).move_to_end(
+                    conv_id, uuid.UUID(payload["message_id"]), run_id=run.id
+                )
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
                 return ClaimedRun(
                     run_id=run.id,
@@ -269,24 +285,41 @@ class RunWorker:
                 await runner
             await asyncio.shield(self._finish_cancelled_or_lost(claimed))
             raise
+        except LeaseLost:
+            bound.warning("run_lease_lost")  # recovered elsewhere: the outcome is theirs to write
         except Exception as exc:
             bound.error("run_crashed", error=repr(exc))
-            await self._finish(claimed, RunStatus.FAILED, f"internal error: {exc!r}", None)
+            await self._finish(claimed, RunStatus.FAILED, public_error(exc), None)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await heartbeat
 
     async def _heartbeat(self, run_id: uuid.UUID) -> None:
-        """Returns (ending the run) when the lease is lost or a cancel was requested."""
+        """Returns (ending the run) when the lease is lost or a cancel was requested.
+
+        A failed renewal (connection reset, pool busy, database restart) is retried until the
+        lease would have run out; only then is the run given up, since another worker may by
+        then have recovered it.
+        """
+        loop = asyncio.get_running_loop()
+        renewed_at = loop.time()
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
-            async with self.sessions() as session, session.begin():
-                alive = await RunRepository(session).heartbeat(
-                    run_id, self.holder, self.settings.lease_seconds
-                )
+            try:
+                async with self.sessions() as session, session.begin():
+                    alive = await RunRepository(session).heartbeat(
+                        run_id, self.holder, self.settings.lease_seconds
+                    )
+            except Exception as exc:
+                if loop.time() - renewed_at >= self.settings.lease_seconds:
+                    log.error("heartbeat_gave_up", run_id=str(run_id), error=type(exc).__name__)
+                    return
+                log.warning("heartbeat_failed", run_id=str(run_id), error=type(exc).__name__)
+                continue
             if not alive:
                 return
+            renewed_at = loop.time()
 
     async def _run_graph(
         self, claimed: ClaimedRun
@@ -295,7 +328,7 @@ class RunWorker:
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
         graph = self.runtime.graph
         if not isinstance(claimed.graph_input, Command):
-            await self._repair_dangling_tool_calls(config)
+            await self._repair_dangling_tool_calls(claimed, config)
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer()
         try:
@@ -321,8 +354,11 @@ class RunWorker:
                         interrupt = _json_safe(values[0] if len(values) == 1 else values)
                         continue
                     await self._persist_update(claimed, update)
+        except LeaseLost:
+            raise
         except Exception as exc:
-            return RunStatus.FAILED, f"{type(exc).__name__}: {exc}", None
+            log.warning("run_failed", run_id=str(claimed.run_id), error=repr(exc)[:2000])
+            return RunStatus.FAILED, public_error(exc), None
         if interrupt is not None:
             return RunStatus.INTERRUPTED, None, interrupt
         await self._prune_checkpoints(claimed.conversation_id)
@@ -351,7 +387,9 @@ class RunWorker:
         for lc_id, text in deltas.drain():
             await self._event(run_id, "delta", {"lc_id": lc_id, "text": text})
 
-    async def _repair_dangling_tool_calls(self, config: RunnableConfig) -> None:
+    async def _repair_dangling_tool_calls(
+        self, claimed: ClaimedRun, config: RunnableConfig
+    ) -> None:
         """A run that died between a tool call and its result leaves the history invalid for any
         provider; answer those calls with an explicit 'not executed' result before going on."""
         state = await self.runtime.graph.aget_state(config)
@@ -365,9 +403,15 @@ class RunWorker:
                 tool_call_id=p["id"],
                 name=p["name"],
                 status="error",
+                id=f"repair-{uuid.uuid4()}",
             )
             for p in pending
         ]
+        # Full history first (idempotent on the ids), then the model view.
+        async with self.sessions() as session, session.begin():
+            await MessageRepository(session).append(
+                claimed.conversation_id, [self._row(claimed.run_id, m) for m in patch]
+            )
         await self.runtime.graph.aupdate_state(config, {"messages": patch}, as_node="tools")
 
     async def _persist_update(self, claimed: ClaimedRun, update: Any) -> None:
@@ -385,6 +429,7 @@ class RunWorker:
             return
         rows = [self._row(claimed.run_id, m) for m in new]
         async with self.sessions() as session, session.begin():
+            await self._assert_lease(session, claimed.run_id)
             stored = await MessageRepository(session).append(claimed.conversation_id, rows)
             stored_ids = {s.lc_id for s in stored}
             # Usage is counted once per AI message actually stored (replays are skipped).
@@ -437,7 +482,14 @@ class RunWorker:
 
     async def _event(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> None:
         async with self.sessions() as session, session.begin():
+            await self._assert_lease(session, run_id)
             await RunEventRepository(session).append(run_id, type_, _json_safe(data))
+
+    async def _assert_lease(self, session: AsyncSession, run_id: uuid.UUID) -> None:
+        """Writes of a run whose lease was recovered elsewhere must stop, not interleave with
+        the thread's next run (LangGraph itself would let both write)."""
+        if not await RunRepository(session).holds_lease(run_id, self.holder):
+            raise LeaseLost(f"run {run_id} is no longer leased to this worker")
 
     async def _finish(
         self,

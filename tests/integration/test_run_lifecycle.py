@@ -240,3 +240,71 @@ async def test_killed_worker_lease_expires_and_run_is_recovered(
             "GROUP BY conversation_id, lc_id HAVING count(*) > 1) d"
         ).fetchone()  # type: ignore[misc]
         assert dupes == 0
+
+
+async def test_heartbeat_survives_a_lost_connection(app_factory: AppFactory, clean_db: str) -> None:
+    """The heartbeat's backend is killed while it waits on the run row; the run still completes."""
+    with OpenAICompatibleServer() as srv:
+        srv.hold()
+        async with app_factory(
+            llm_base_url=srv.base_url, llm_api_key="k", heartbeat_seconds=0.3
+        ) as h:
+            tid = await new_thread(h)
+            await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "hi"}, headers=AUTH)
+            run = await h.wait_for_run(tid, statuses={"running"})
+            killed = 0
+            url = libpq_url(clean_db)
+            async with (
+                await psycopg.AsyncConnection.connect(url) as holder,
+                await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher,
+                holder.transaction(),
+            ):
+                await holder.execute(
+                    "SELECT 1 FROM agent_runs WHERE id = %s FOR UPDATE", (run["id"],)
+                )
+                for _ in range(200):
+                    cur = await watcher.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE 'UPDATE agent_runs SET lease_expires_at%%'"
+                    )
+                    pids = [r[0] for r in await cur.fetchall()]
+                    for pid in pids:
+                        await watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    killed += len(pids)
+                    if killed:
+                        break
+                    await asyncio.sleep(0.05)
+            assert killed >= 1, "the heartbeat never waited on the locked run row"
+            srv.release()
+            final = await h.wait_for_run(tid, statuses={"completed", "failed", "cancelled"})
+            assert final["status"] == "completed", final["error"]
+
+
+async def test_a_recovered_run_stops_writing(app_factory: AppFactory, clean_db: str) -> None:
+    """Once another worker recovered the run, the stale one must not add to the history."""
+    with OpenAICompatibleServer() as srv:
+        srv.hold()
+        async with app_factory(
+            llm_base_url=srv.base_url, llm_api_key="k", heartbeat_seconds=4.0, lease_seconds=5.0
+        ) as h:
+            tid = await new_thread(h)
+            await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "hi"}, headers=AUTH)
+            run = await h.wait_for_run(tid, statuses={"running"})
+            assert await asyncio.to_thread(srv.wait_for_requests, 1, 10.0)
+            with psycopg.connect(libpq_url(clean_db), autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE agent_runs SET lease_expires_at = now() - interval '1 second' WHERE id = %s",
+                    (run["id"],),
+                )
+            assert await h.container.worker.recover_expired() == 1
+            srv.release()
+            srv.block = None
+            for _ in range(100):  # until the stale run task has ended
+                if not h.container.worker._runs:
+                    break
+                await asyncio.sleep(0.05)
+            assert not h.container.worker._runs
+            got = (await h.client.get(f"/v1/runs/{run['id']}", headers=AUTH)).json()
+            assert got["status"] == "failed" and "lease expired" in got["error"]
+            roles = [m["role"] for m in await messages(h, tid)]
+            assert roles == ["user"], roles  # the stale answer was not persisted

@@ -21,6 +21,7 @@ from app.agents.extractive import (
     count_tokens,
     truncate_to_tokens,
 )
+from app.agents.tokens import get_encoding
 from app.config import Settings
 
 if TYPE_CHECKING:
@@ -62,7 +63,14 @@ def build_summarizer(settings: Settings) -> Summarizer:
     if not settings.llm_base_url:
         return ExtractiveSummarizer()
     model = build_chat_model(settings, model=settings.summary_model or settings.llm_model)
-    return LLMSummarizer(model, timeout_seconds=settings.summary_timeout_seconds)
+    return LLMSummarizer(
+        model,
+        timeout_seconds=settings.summary_timeout_seconds,
+        # Room for the instructions, the running summary and the answer within the threshold.
+        input_budget_tokens=max(
+            512, settings.summary_threshold - 2 * settings.summary_max_tokens - 500
+        ),
+    )
 
 
 class SummarizerError(RuntimeError):
@@ -92,6 +100,43 @@ def _text(message: BaseMessage) -> str:
 
 def render_transcript(messages: Sequence[BaseMessage]) -> str:
     """Plain-text transcript for the summarizer: roles, tool calls and tool results by name."""
+    return "\n\n".join(transcript_lines(messages))
+
+
+def clip_line(line: str, max_tokens: int) -> str:
+    """Keep a bounded head and tail of one transcript entry, saying how much was cut."""
+    total = count_tokens(line)
+    if total <= max_tokens:
+        return line
+    half = max(1, max_tokens // 2)
+    head = truncate_to_tokens(line, half)
+    tail_tokens = get_encoding().encode(line, disallowed_special=())[-half:]
+    tail = get_encoding().decode(tail_tokens).lstrip("\ufffd")
+    return f"{head} [... {total - 2 * half} tokens omitted ...] {tail}"
+
+
+def transcript_chunks(messages: Sequence[BaseMessage], budget_tokens: int) -> list[str]:
+    """Transcript split so each chunk fits ``budget_tokens``; an entry larger than half the
+    budget is clipped (head and tail kept), so no single message can make summarizing
+    impossible for a model whose window is about the budget."""
+    per_line = max(64, budget_tokens // 2)
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for line in transcript_lines(messages):
+        line = clip_line(line, per_line)
+        size = count_tokens(line) + 2
+        if current and used + size > budget_tokens:
+            chunks.append("\n\n".join(current))
+            current, used = [], 0
+        current.append(line)
+        used += size
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def transcript_lines(messages: Sequence[BaseMessage]) -> list[str]:
     lines: list[str] = []
     for message in messages:
         text = _text(message)
@@ -109,15 +154,27 @@ def render_transcript(messages: Sequence[BaseMessage]) -> str:
             lines.append(f"System note: {text}")
         else:
             lines.append(f"{message.type}: {text}")
-    return "\n\n".join(lines)
+    return lines
 
 
 class LLMSummarizer:
-    """Summarizes with a chat model; empty output is an error, never a summary."""
+    """Summarizes with a chat model; empty output is an error, never a summary.
 
-    def __init__(self, chat_model: BaseChatModel, *, timeout_seconds: float | None = None) -> None:
+    The transcript is sent in chunks of at most ``input_budget_tokens`` (the thread's own
+    threshold by default), each folded into the running summary, so the summarizer never needs
+    a larger window than the agent itself.
+    """
+
+    def __init__(
+        self,
+        chat_model: BaseChatModel,
+        *,
+        timeout_seconds: float | None = None,
+        input_budget_tokens: int = 12_000,
+    ) -> None:
         self.chat_model = chat_model
         self.timeout_seconds = timeout_seconds
+        self.input_budget_tokens = input_budget_tokens
 
     def build_prompt(
         self,
@@ -126,10 +183,16 @@ class LLMSummarizer:
         previous_summary: str | None,
         max_tokens: int,
     ) -> list[BaseMessage]:
+        return self._prompt(render_transcript(messages), previous_summary, max_tokens)
+
+    @staticmethod
+    def _prompt(
+        transcript: str, previous_summary: str | None, max_tokens: int
+    ) -> list[BaseMessage]:
         parts: list[str] = []
         if previous_summary and previous_summary.strip():
             parts.append(f"<previous_summary>\n{previous_summary.strip()}\n</previous_summary>")
-        parts.append(f"<messages>\n{render_transcript(messages)}\n</messages>")
+        parts.append(f"<messages>\n{transcript}\n</messages>")
         parts.append("Write the summary now.")
         return [
             SystemMessage(content=SUMMARY_SYSTEM_PROMPT.format(max_tokens=max_tokens)),
@@ -143,9 +206,17 @@ class LLMSummarizer:
         previous_summary: str | None,
         max_tokens: int,
     ) -> str:
-        prompt = self.build_prompt(
-            messages, previous_summary=previous_summary, max_tokens=max_tokens
-        )
+        summary = previous_summary
+        for chunk in transcript_chunks(messages, self.input_budget_tokens):
+            summary = await self._summarize_chunk(chunk, summary, max_tokens)
+        if summary is None or not summary.strip():
+            raise SummarizerError("nothing to summarize")
+        return summary
+
+    async def _summarize_chunk(
+        self, transcript: str, previous_summary: str | None, max_tokens: int
+    ) -> str:
+        prompt = self._prompt(transcript, previous_summary, max_tokens)
         kwargs: dict[str, Any] = {}
         if _is_openai(self.chat_model):
             kwargs["max_tokens"] = max_tokens

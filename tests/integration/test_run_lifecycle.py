@@ -308,3 +308,39 @@ async def test_a_recovered_run_stops_writing(app_factory: AppFactory, clean_db: 
             assert got["status"] == "failed" and "lease expired" in got["error"]
             roles = [m["role"] for m in await messages(h, tid)]
             assert roles == ["user"], roles  # the stale answer was not persisted
+
+
+async def test_one_oversized_message_does_not_break_the_thread(app_factory: AppFactory) -> None:
+    """A message larger than the provider's window fails its own turn with a clear error; the
+    next turn summarizes it (clipped, in chunks that fit) and the thread goes on."""
+    with OpenAICompatibleServer(context_window=3000) as srv:
+        async with app_factory(
+            llm_base_url=srv.base_url,
+            llm_api_key="k",
+            summary_threshold=2500,
+            summary_max_tokens=300,
+            summary_keep_recent_tokens=200,
+        ) as h:
+            tid = await new_thread(h)
+            huge = " ".join(f"word{i}" for i in range(4000))
+            await h.client.post(f"/v1/threads/{tid}/messages", json={"content": huge}, headers=AUTH)
+            first = await h.wait_for_run(tid, statuses={"completed", "failed"})
+            assert first["status"] == "failed"
+            assert (
+                "context_length_exceeded" in first["error"] or "maximum context" in first["error"]
+            )
+
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "hello"}, headers=AUTH
+            )
+            second = await h.wait_for_run(
+                tid, statuses={"completed", "failed"}, exclude={first["id"]}
+            )
+            assert second["status"] == "completed", second["error"]
+            # Every request the provider accepted fit its window (the 400s were the only misses).
+            state = (await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)).json()
+            assert state["messages"][0]["is_summary"] is True
+            assert state["context"]["input_tokens"] < 2500
+            # The full message is still in the persisted history.
+            history = await messages(h, tid)
+            assert history[0]["content"] == huge

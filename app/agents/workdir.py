@@ -21,6 +21,10 @@ TOOL_RESULTS_DIR = "tool-results"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 
+#: Longest relative path accepted (PATH_MAX); components are limited to 255 (NAME_MAX).
+MAX_PATH_CHARS = 4096
+
+
 class WorkdirError(Exception):
     """The Workdir cannot be used (missing root, unwritable, I/O failure)."""
 
@@ -78,6 +82,21 @@ class Workdir:
             raise WorkdirError(f"workdir root does not exist or is not a directory: {self.root}")
         target_dir = thread_dir / TOOL_RESULTS_DIR
         target = thread_dir / relpath
+        existing = _sha256_of(target)
+        if existing is not None and existing != digest:
+            # A provider reused the tool-call id: never replace an original a preview names.
+            relpath = f"{TOOL_RESULTS_DIR}/{safe_name(tool_call_id)}-{digest[:16]}.txt"
+            target = thread_dir / relpath
+            existing = _sha256_of(target)
+        if existing == digest:
+            return OffloadRecord(
+                path=relpath,
+                abspath=target,
+                sha256=digest,
+                chars=len(text),
+                bytes=len(data),
+                tool_call_id=tool_call_id,
+            )
         tmp_name: str | None = None
         try:
             thread_dir.mkdir(exist_ok=True)
@@ -110,6 +129,8 @@ class Workdir:
         """Absolute path of ``relpath`` inside the thread folder; refuse anything escaping it."""
         if not relpath or "\x00" in relpath:
             raise WorkdirPathError("empty or invalid path")
+        if len(relpath) > MAX_PATH_CHARS or any(len(p) > 255 for p in relpath.split("/")):
+            raise WorkdirPathError("path too long")
         posix = PurePosixPath(relpath.replace("\\", "/"))
         if posix.is_absolute() or PureWindowsPath(relpath).drive or relpath.startswith("~"):
             raise WorkdirPathError(f"absolute paths are not allowed: {relpath!r}")
@@ -141,6 +162,14 @@ class Workdir:
         text = data.decode("utf-8", errors="replace")
         end = None if limit is None else offset + limit
         return text[offset:end], len(text), hashlib.sha256(data).hexdigest()
+
+
+def _sha256_of(path: Path) -> str | None:
+    """Digest of an existing regular file, None when there is none (or it cannot be read)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    except OSError:
+        return None
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -17,9 +17,13 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR, HTTP_503_SERVI
 from sqlalchemy.exc import DBAPIError
 
 from app.api.schemas import ErrorBody
+from app.repositories.locking import sqlstate_of
 from app.services.errors import DomainError
 
 log = structlog.get_logger(__name__)
+
+#: character_not_in_repertoire, untranslatable_character
+UNSTORABLE_TEXT_SQLSTATES = frozenset({"22021", "22P05"})
 
 _HTTP_CODES = {
     400: "validation_error",
@@ -75,6 +79,11 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
 def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """A lost database connection is the server's transient problem (503, retry), not a bug."""
     assert isinstance(exc, DBAPIError)
+    if sqlstate_of(exc) in UNSTORABLE_TEXT_SQLSTATES:
+        # e.g. a NUL character: the client's data, not our bug; the transaction was rolled back.
+        return _body(
+            "validation_error", "text contains characters that cannot be stored (e.g. NUL)", 400
+        )
     if not exc.connection_invalidated:
         return internal_error_handler(request, exc)
     log.warning("database_connection_lost", path=request.url.path, error=type(exc.orig).__name__)

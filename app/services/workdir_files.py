@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.workdir import Workdir, WorkdirNotFoundError, WorkdirPathError
+from app.agents.workdir import Workdir, WorkdirError, WorkdirNotFoundError, WorkdirPathError
 from app.repositories.conversations import ConversationRepository
 from app.services.errors import NotFound, ValidationFailed
 
@@ -34,4 +34,6 @@ class WorkdirFileService:
             raise ValidationFailed(str(exc)) from exc
         except WorkdirNotFoundError as exc:
             raise NotFound(str(exc)) from exc
+        except WorkdirError as exc:  # unreadable (permissions, I/O): same answer, no internals
+            raise NotFound(f"cannot read workdir file {path[:200]!r}") from exc
         return WorkdirFile(text=text, sha256=sha, total_chars=total)

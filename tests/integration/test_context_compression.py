@@ -318,7 +318,9 @@ async def test_delete_thread_removes_checkpoints_and_workdir_files(app_factory: 
         await seed_kb(h)
         tid = await new_thread(h)
         await run_turns(h, tid, ["lease expiry?", "heartbeat?"])
-        assert (await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)).status_code == 200
+        assert (
+            await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
+        ).status_code == 200
         thread_dir = h.container.workdir.thread_dir(tid)
         assert any(thread_dir.rglob("*.txt"))
         cfg = {"configurable": {"thread_id": tid}}

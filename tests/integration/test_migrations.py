@@ -15,7 +15,9 @@ pytestmark = pytest.mark.integration
 
 def _tables(url: str) -> set[str]:
     with psycopg.connect(libpq_url(url)) as conn:
-        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
     return {r[0] for r in rows}
 
 

@@ -425,11 +425,14 @@ async def test_out_of_range_cursors_are_400_not_500(app_factory: AppFactory) -> 
             assert resp.status_code == 400, (url, params, resp.text)
             assert resp.json()["error"] == "validation_error"
         # In range, both cursors still page normally.
+        everything = await h.client.get(f"/v1/threads/{tid}/messages", headers=AUTH)
+        seqs = [m["seq"] for m in everything.json()["items"]]
+        assert len(seqs) == 4 and seqs == sorted(seqs)
         page = await h.client.get(
-            f"/v1/threads/{tid}/messages", params={"after_seq": 1}, headers=AUTH
+            f"/v1/threads/{tid}/messages", params={"after_seq": seqs[0]}, headers=AUTH
         )
         assert page.status_code == 200
-        assert [m["seq"] for m in page.json()["items"]] == [2, 3, 4]
+        assert [m["seq"] for m in page.json()["items"]] == seqs[1:]
         async with h.client.stream("GET", f"/v1/runs/{run['id']}/events", headers=AUTH) as resp:
             full = "".join([c async for c in resp.aiter_text()])
         first = full.split("id: ", 1)[1].split("\r\n", 1)[0].split("\n", 1)[0]

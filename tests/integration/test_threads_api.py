@@ -168,3 +168,20 @@ async def test_openapi_has_operation_ids_and_error_specs(app_factory: AppFactory
             assert name in ops, name
         assert {"409", "422"} <= set(ops["CompressContext"]["responses"])
         assert "404" in ops["GetThread"]["responses"]
+
+
+async def test_text_postgres_cannot_store_is_a_client_error(app_factory: AppFactory) -> None:
+    async with app_factory(start_worker=False) as h:
+        bad = await h.client.post("/v1/threads", json={"title": "a\u0000b"}, headers=AUTH)
+        assert bad.status_code == 400 and bad.json()["error"] == "validation_error"
+        tid = (await h.client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
+        msg = await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "x\u0000y"}, headers=AUTH
+        )
+        assert msg.status_code == 400 and msg.json()["error"] == "validation_error"
+        # Rolled back whole: no message, no queued request.
+        assert (await h.client.get(f"/v1/threads/{tid}/messages", headers=AUTH)).json()[
+            "items"
+        ] == []
+        long_path = await h.client.get(f"/v1/threads/{tid}/workdir/{'a' * 5000}", headers=AUTH)
+        assert long_path.status_code == 400

@@ -38,12 +38,27 @@ def test_write_then_read_round_trip(tmp_path: Path) -> None:
     assert sorted(p.name for p in record.abspath.parent.iterdir()) == ["call_abc.txt"]
 
 
-def test_rewrite_is_atomic_replace(tmp_path: Path) -> None:
+def test_reused_tool_call_id_never_replaces_an_original(tmp_path: Path) -> None:
+    """Some providers reuse ids like call_0: the first file must keep matching its preview."""
     workdir = Workdir(tmp_path)
-    workdir.write_tool_result("t", "c1", "first")
-    record = workdir.write_tool_result("t", "c1", "second version")
-    assert workdir.read_text("t", record.path)[0] == "second version"
-    assert len(list(record.abspath.parent.iterdir())) == 1
+    first = workdir.write_tool_result("t", "c1", "first")
+    second = workdir.write_tool_result("t", "c1", "second version")
+    assert first.path == "tool-results/c1.txt" and second.path != first.path
+    assert workdir.read_text("t", first.path) == ("first", 5, first.sha256)
+    assert workdir.read_text("t", second.path)[0] == "second version"
+    assert workdir.read_text("t", second.path)[2] == second.sha256
+    # Writing the same content again is idempotent: same record, no new file.
+    again = workdir.write_tool_result("t", "c1", "second version")
+    assert again.path == second.path and again.sha256 == second.sha256
+    assert len(list(first.abspath.parent.iterdir())) == 2
+
+
+def test_overlong_paths_are_refused(tmp_path: Path) -> None:
+    workdir = Workdir(tmp_path)
+    workdir.write_tool_result("t", "c", "text")
+    for bad in ("a" * 5000, "tool-results/" + "b" * 300):
+        with pytest.raises(WorkdirPathError):
+            workdir.read_text("t", bad)
 
 
 @pytest.mark.parametrize("raw", ["../../etc/passwd", "call/with/slash", "..", ".hidden", "é"])

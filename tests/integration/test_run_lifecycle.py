@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from app.agents.middlewares.summary import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.integration.test_agent_runtime import add_doc, messages, new_thread
@@ -163,6 +164,20 @@ async def test_turn_over_openai_compatible_http_with_tool_call_and_usage(
                 if line.startswith("data: ")
             ]
             assert "".join(texts) == "Leases expire when the worker stops [kb]."
+            # The reply records our count of the exact request sent; the state endpoint then
+            # reports pressure in the provider's measure (its usage / our count).
+            agent = h.container.agent
+            snap = await agent.graph.aget_state(agent.config_for(tid))
+            msgs = snap.values["messages"]
+            last = msgs[-1]
+            counter = agent.compressor.counter
+            sent = counter.count_request(agent.system_message, agent.tools, msgs[:-1])
+            assert last.response_metadata[REQUEST_TOKENS_KEY] == sent
+            ratio = last.usage_metadata["input_tokens"] / sent
+            assert ratio != 1.0  # the fake provider counts differently from us
+            state = (await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)).json()
+            raw = counter.count_request(agent.system_message, agent.tools, msgs)
+            assert state["context"]["input_tokens"] == round(raw * max(0.5, min(2.0, ratio)))
 
 
 async def test_killed_worker_lease_expires_and_run_is_recovered(

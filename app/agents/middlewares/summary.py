@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -394,6 +395,48 @@ def _clip_tokens(text: str, max_tokens: int) -> str:
     return encoding.decode(tokens[:max_tokens]).rstrip() + "\n[summary truncated]"
 
 
+# --- provider calibration -----------------------------------------------------------------------
+#: Our raw count of the request that produced an AI message, stamped by the middleware.
+REQUEST_TOKENS_KEY = "threadkeeper_request_tokens"
+#: A provider whose tokenizer differs from cl100k is trusted within these bounds.
+MIN_RATIO, MAX_RATIO = 0.5, 2.0
+
+
+def provider_ratio(messages: Sequence[BaseMessage]) -> float:
+    """provider-reported input tokens / our count of that request, from the latest reply.
+
+    Our counts are exact cl100k BPE; a provider with another tokenizer bills (and overflows) by
+    its own. The pair is recorded when the request is sent, so later compressions of the view
+    cannot skew it.
+    """
+    latest = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    if latest is not None:
+        ours = (latest.response_metadata or {}).get(REQUEST_TOKENS_KEY)
+        usage: dict[str, Any] = dict(latest.usage_metadata or {})
+        theirs = usage.get("input_tokens")
+        if isinstance(ours, int) and ours > 0 and isinstance(theirs, int) and theirs > 0:
+            return min(max(theirs / ours, MIN_RATIO), MAX_RATIO)
+    return 1.0
+
+
+def scale(raw_tokens: int, ratio: float) -> int:
+    return raw_tokens if ratio == 1.0 else round(raw_tokens * ratio)
+
+
+def stamp_request_tokens(response_messages: Sequence[BaseMessage], raw_tokens: int) -> None:
+    """Remember our count of the request on its reply (skipped for the offline extractive
+    model, whose "usage" is our own count, not a provider's)."""
+    for message in response_messages:
+        if not isinstance(message, AIMessage) or not message.usage_metadata:
+            continue
+        if (message.response_metadata or {}).get("model_name") == "extractive":
+            continue
+        message.response_metadata = {
+            **(message.response_metadata or {}),
+            REQUEST_TOKENS_KEY: raw_tokens,
+        }
+
+
 # --- the algorithm ------------------------------------------------------------------------------
 class ContextCompressor:
     """Runs DESIGN 3 on a model view; shared by the middleware and the manual service path."""
@@ -449,8 +492,10 @@ class ContextCompressor:
         system_message: SystemMessage | str | None = None,
         tools: Sequence[Any] | None = None,
     ) -> int:
-        """Tokens of the request the model would receive."""
-        return self.counter.count_request(system_message, tools, messages)
+        """Tokens of the request the model would receive, in the provider's measure when the
+        thread's last model reply reported usage (see ``provider_ratio``)."""
+        raw = self.counter.count_request(system_message, tools, messages)
+        return scale(raw, provider_ratio(messages))
 
     async def compress(
         self,
@@ -467,10 +512,13 @@ class ContextCompressor:
         Raises ``SummaryError`` if the summarizer fails (caller leaves state untouched) and,
         with ``force``, ``NothingToCompress`` when nothing could be offloaded or summarized.
         """
+        ratio = provider_ratio(messages)
+        # The threshold is in the provider's measure; compare raw counts against it converted.
+        limit = math.ceil(self.summary_threshold / ratio)
         base = self.counter.count_request(system_message, tools, ())
         before = base + self.counter.count_messages(messages)
-        if not force and before < self.summary_threshold:
-            return CompressionOutcome(list(messages), before, before)
+        if not force and before < limit:
+            return CompressionOutcome(list(messages), scale(before, ratio), scale(before, ratio))
 
         view: list[BaseMessage] = list(messages)
         offloaded: list[OffloadRecord] = []
@@ -483,13 +531,15 @@ class ContextCompressor:
                 counter=self.counter,
                 preview_tokens=self.preview_tokens,
                 protected_tools=self.protected_tools,
-                stop_below=None if force else self.summary_threshold,
+                stop_below=None if force else limit,
                 base_tokens=base,
             )
         replaced = [new for new, old in zip(view, messages, strict=True) if new is not old]
         middle = base + self.counter.count_messages(view)
-        offload_only = CompressionOutcome(view, before, middle, offloaded, replaced=replaced)
-        if not force and middle < self.summary_threshold:
+        offload_only = CompressionOutcome(
+            view, scale(before, ratio), scale(middle, ratio), offloaded, replaced=replaced
+        )
+        if not force and middle < limit:
             return offload_only
 
         cut = plan_summary(view, counter=self.counter, keep_recent_tokens=self.keep_recent_tokens)
@@ -498,7 +548,7 @@ class ContextCompressor:
             if force and not replaced:
                 raise NothingToCompress(
                     "history too short to compress: nothing to offload or summarize",
-                    tokens=before,
+                    tokens=scale(before, ratio),
                 )
             return offload_only
 
@@ -537,8 +587,8 @@ class ContextCompressor:
         kept_ids = {id(m) for m in view[cut:]}
         return CompressionOutcome(
             new_view,
-            before,
-            after,
+            scale(before, ratio),
+            scale(after, ratio),
             offloaded,
             summarized=True,
             summary_text=text,
@@ -647,8 +697,15 @@ class SummaryMiddleware(AgentMiddleware):
             if not is_context_overflow(exc):
                 raise
             retry = await self._overflow_retry(current, exc, thread_id)
-            response = await handler(current.override(messages=_as_any(retry.messages)))
+            current = current.override(messages=_as_any(retry.messages))
+            response = await handler(current)
             outcome = _merge(outcome, retry)
+        stamp_request_tokens(
+            response.result,
+            compressor.counter.count_request(
+                current.system_message, current.tools, current.messages
+            ),
+        )
         if outcome is None or not outcome.changed:
             return response
         update = state_update(outcome, response.result)

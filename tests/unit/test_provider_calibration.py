@@ -1,0 +1,93 @@
+"""Counts follow the provider's own measure once a reply reported usage for a request we counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from app.agents.middlewares.summary import (
+    REQUEST_TOKENS_KEY,
+    ContextCompressor,
+    provider_ratio,
+    stamp_request_tokens,
+)
+from app.agents.tokens import TokenCounter
+from app.agents.workdir import Workdir
+
+COUNTER = TokenCounter()
+
+
+class CountingSummarizer:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def asummarize(self, messages, *, previous_summary, max_tokens):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return f"summary of {len(messages)} messages"
+
+
+def reply(ours: int | None, theirs: int, model: str = "gpt-x") -> AIMessage:
+    meta: dict[str, object] = {"model_name": model}
+    if ours is not None:
+        meta[REQUEST_TOKENS_KEY] = ours
+    return AIMessage(
+        "answer",
+        response_metadata=meta,
+        usage_metadata={"input_tokens": theirs, "output_tokens": 1, "total_tokens": theirs + 1},
+    )
+
+
+def test_ratio_comes_from_the_latest_stamped_reply_and_is_bounded() -> None:
+    assert provider_ratio([HumanMessage("hi")]) == 1.0
+    assert provider_ratio([reply(None, 500)]) == 1.0  # usage without our count: unknown
+    assert provider_ratio([reply(100, 150), HumanMessage("x"), reply(200, 100)]) == 0.5
+    assert provider_ratio([reply(100, 150), reply(None, 100)]) == 1.0  # only the latest counts
+    assert provider_ratio([reply(100, 130)]) == pytest.approx(1.3)
+    assert provider_ratio([reply(100, 1000)]) == 2.0  # clamped
+    assert provider_ratio([reply(1000, 1)]) == 0.5
+
+
+def test_stamp_skips_the_offline_model_and_replies_without_usage() -> None:
+    real, offline, bare = reply(None, 10), reply(None, 10, model="extractive"), AIMessage("x")
+    stamp_request_tokens([real, offline, bare], 42)
+    assert real.response_metadata[REQUEST_TOKENS_KEY] == 42
+    assert REQUEST_TOKENS_KEY not in offline.response_metadata
+    assert REQUEST_TOKENS_KEY not in bare.response_metadata
+
+
+def history(turns: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for i in range(turns):
+        out += [
+            HumanMessage(f"question {i} " + "lorem ipsum " * 40),
+            AIMessage(f"answer {i} " + "dolor " * 40),
+        ]
+    return out
+
+
+async def test_a_provider_that_counts_more_triggers_compression_earlier(tmp_path: Path) -> None:
+    messages = history(6)
+    raw = COUNTER.count_request(None, None, messages)
+    threshold = raw + 50  # below the threshold in our own measure...
+    plain = CountingSummarizer()
+    comp = ContextCompressor(
+        summarizer=plain,
+        workdir=Workdir(tmp_path),
+        counter=COUNTER,
+        summary_threshold=threshold,
+        summary_keep_recent_tokens=100,
+        summary_max_tokens=100,
+    )
+    unchanged = await comp.compress(messages, thread_id="t")
+    assert plain.calls == 0 and unchanged.before_tokens == raw
+
+    # ...but the provider reported 1.5x our count for the last request: now it is over.
+    calibrated = [*messages[:-1], reply(1000, 1500)]
+    raw2 = COUNTER.count_request(None, None, calibrated)
+    assert comp.count(calibrated) == round(raw2 * 1.5)
+    outcome = await comp.compress(calibrated, thread_id="t")
+    assert plain.calls == 1 and outcome.summarized
+    assert outcome.before_tokens == round(raw2 * 1.5)
+    assert outcome.after_tokens < threshold

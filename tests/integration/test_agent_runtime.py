@@ -193,6 +193,8 @@ async def test_event_notifications_wake_only_their_run(app_factory: AppFactory) 
             run = await h.container.worker.claim_next()
             assert run is not None
             claimed.append(run.run_id)
+        # The claims' own notifications may still be in flight: let them land first.
+        await asyncio.gather(*(notifier.wait(r, timeout=1.0) for r in claimed))
         first = asyncio.create_task(notifier.wait(claimed[0], timeout=60))
         second = asyncio.create_task(notifier.wait(claimed[1], timeout=0.5))
         await asyncio.sleep(0.1)

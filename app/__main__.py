@@ -50,7 +50,10 @@ def _worker(args: argparse.Namespace) -> None:
     configure_logging(settings.log_level, settings.log_json)
 
     async def main() -> None:
-        container = await build_container(settings, migrate=args.migrate, start_worker=True)
+        # No SSE is served here: the event listener is the API process's business.
+        container = await build_container(
+            settings, migrate=args.migrate, start_worker=True, start_notifier=False
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -87,6 +87,7 @@ async def build_container(
     model: Any = None,
     migrate: bool | None = None,
     start_worker: bool | None = None,
+    start_notifier: bool = True,
 ) -> Container:
     """Wire the process. ``summarizer``/``model`` override the configured ones (tests)."""
     url = database_url or resolve_database_url(settings)
@@ -154,7 +155,8 @@ async def build_container(
         worker=worker,
         notifier=notifier,
     )
-    notifier.start()
+    if start_notifier:
+        notifier.start()
     if run_in_process:
         worker.start()
     log.info("container_ready", worker_in_process=run_in_process)

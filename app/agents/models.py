@@ -165,11 +165,14 @@ class LLMSummarizer:
     a larger window than the agent itself.
     """
 
+    #: Each chunk's model call is bounded by ``timeout_seconds``; see ContextCompressor.compress.
+    bounds_own_time = True
+
     def __init__(
         self,
         chat_model: BaseChatModel,
         *,
-        timeout_seconds: float | None = None,
+        timeout_seconds: float | None = 60.0,
         input_budget_tokens: int = 12_000,
     ) -> None:
         self.chat_model = chat_model

@@ -24,6 +24,8 @@ log = structlog.get_logger(__name__)
 
 #: character_not_in_repertoire, untranslatable_character
 UNSTORABLE_TEXT_SQLSTATES = frozenset({"22021", "22P05"})
+#: deadlock_detected, serialization_failure: the other transaction went through.
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
 
 _HTTP_CODES = {
     400: "validation_error",
@@ -84,6 +86,8 @@ def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
         return _body(
             "validation_error", "text contains characters that cannot be stored (e.g. NUL)", 400
         )
+    if sqlstate_of(exc) in RETRYABLE_SQLSTATES:
+        return _body("thread_busy", "a concurrent operation on the thread won; retry", 409)
     if not exc.connection_invalidated:
         return internal_error_handler(request, exc)
     log.warning("database_connection_lost", path=request.url.path, error=type(exc.orig).__name__)

@@ -53,6 +53,8 @@ class MessageOut(msgspec.Struct, kw_only=True):
     tool_call_id: str | None = None
     tool_name: str | None = None
     run_id: uuid.UUID | None = None
+    #: User messages: the request they queued; the run with this ``request_id`` answers them.
+    request_id: uuid.UUID | None = None
     created_at: datetime
 
 

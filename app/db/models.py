@@ -100,6 +100,8 @@ class Message(Base):
     tool_call_id: Mapped[str | None] = mapped_column(String(200))
     tool_name: Mapped[str | None] = mapped_column(String(200))
     run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    #: User messages: the run request they queued (its run answers them; runs carry request_id).
+    request_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (

@@ -9,8 +9,8 @@ from sqlalchemy.exc import DBAPIError
 
 from app.services.errors import ThreadBusy
 
-#: lock_not_available (NOWAIT / lock_timeout) and query_canceled raised by lock_timeout.
-LOCK_SQLSTATES = frozenset({"55P03"})
+#: lock_not_available (NOWAIT / lock_timeout) and deadlock_detected: both mean "try again".
+LOCK_SQLSTATES = frozenset({"55P03", "40P01"})
 
 
 def sqlstate_of(exc: BaseException) -> str | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
@@ -23,6 +23,8 @@ class NewMessage:
     tool_call_id: str | None = None
     tool_name: str | None = None
     run_id: uuid.UUID | None = None
+    #: For a user message: the run request it queued (pairs the question with its run).
+    request_id: uuid.UUID | None = None
 
 
 class MessageRepository:
@@ -66,23 +68,13 @@ class MessageRepository:
                 tool_call_id=m.tool_call_id,
                 tool_name=m.tool_name,
                 run_id=m.run_id,
+                request_id=m.request_id,
             )
             for i, m in enumerate(fresh)
         ]
         self.session.add_all(rows_out)
         await self.session.flush()
         return rows_out
-
-    async def move_to_end(
-        self, conversation_id: uuid.UUID, message_id: uuid.UUID, *, run_id: uuid.UUID
-    ) -> None:
-        """Give a queued user message the next sequence number as its run starts."""
-        seq = await self.conversations.allocate_message_seqs(conversation_id, 1)
-        await self.session.execute(
-            update(Message)
-            .where(Message.id == message_id, Message.conversation_id == conversation_id)
-            .values(seq=seq, run_id=run_id)
-        )
 
     async def list(
         self, conversation_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100

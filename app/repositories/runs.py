@@ -29,10 +29,15 @@ class RunRequestRepository:
         self.session = session
 
     async def enqueue(
-        self, conversation_id: uuid.UUID, seq: int, payload: dict[str, Any]
+        self,
+        conversation_id: uuid.UUID,
+        seq: int,
+        payload: dict[str, Any],
+        *,
+        request_id: uuid.UUID | None = None,
     ) -> AgentRunRequest:
         req = AgentRunRequest(
-            id=uuid.uuid4(),
+            id=request_id or uuid.uuid4(),
             conversation_id=conversation_id,
             seq=seq,
             payload=payload,

@@ -34,16 +34,21 @@ class IntakeService:
     async def post_message(self, thread_id: uuid.UUID, owner_id: str, content: str) -> Accepted:
         """Lock the thread row (the lock compress holds too), then message + request in one commit."""
         lc_id = f"user-{uuid.uuid4()}"
+        request_id = uuid.uuid4()
         async with self.sessions() as session, session.begin():
             await ConversationRepository(session).lock(
                 thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
             )
             [message] = await MessageRepository(session).append(
-                thread_id, [NewMessage(role="user", content=content, lc_id=lc_id)]
+                thread_id,
+                [NewMessage(role="user", content=content, lc_id=lc_id, request_id=request_id)],
             )
             seq = await ConversationRepository(session).allocate_request_seq(thread_id)
             request = await RunRequestRepository(session).enqueue(
-                thread_id, seq, {"content": content, "message_id": str(message.id), "lc_id": lc_id}
+                thread_id,
+                seq,
+                {"content": content, "message_id": str(message.id), "lc_id": lc_id},
+                request_id=request_id,
             )
         if self.on_enqueued is not None:
             self.on_enqueued()

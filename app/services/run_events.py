@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -17,6 +18,17 @@ import structlog
 from app.repositories.runs import RUN_EVENTS_CHANNEL as CHANNEL
 
 log = structlog.get_logger(__name__)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for ``event`` (then clear it for the next round); False after ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    event.clear()
+    return True
 
 
 class RunEventNotifier:
@@ -35,23 +47,29 @@ class RunEventNotifier:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
-    async def wait(self, run_id: uuid.UUID, timeout: float) -> bool:
-        """True when the run was notified within ``timeout`` seconds, else False (poll anyway)."""
+    @contextlib.contextmanager
+    def subscribe(self, run_id: uuid.UUID) -> Iterator[asyncio.Event]:
+        """An event set on every notification for the run, for as long as the block runs.
+
+        Subscribe *before* reading the rows, so an event committed between the read and the
+        wait still wakes the reader.
+        """
         key = str(run_id)
         event = asyncio.Event()
         self._waiters.setdefault(key, set()).add(event)
         try:
-            async with asyncio.timeout(timeout):
-                await event.wait()
-            return True
-        except TimeoutError:
-            return False
+            yield event
         finally:
             waiters = self._waiters.get(key)
             if waiters is not None:
                 waiters.discard(event)
                 if not waiters:
                     self._waiters.pop(key, None)
+
+    async def wait(self, run_id: uuid.UUID, timeout: float) -> bool:
+        """True when the run was notified within ``timeout`` seconds, else False (poll anyway)."""
+        with self.subscribe(run_id) as event:
+            return await wait_event(event, timeout)
 
     def _wake(self, key: str) -> None:
         for event in self._waiters.get(key, ()):
@@ -61,7 +79,16 @@ class RunEventNotifier:
         backoff = 0.5
         while True:
             try:
-                conn: Any = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                conn: Any = await psycopg.AsyncConnection.connect(
+                    self.conninfo,
+                    autocommit=True,
+                    connect_timeout=10,
+                    # A half-open connection must surface as an error, not as silence.
+                    keepalives=1,
+                    keepalives_idle=30,
+                    keepalives_interval=10,
+                    keepalives_count=3,
+                )
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.connected.set()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from app.db.models import AgentRun, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunEventRepository, RunRepository
 from app.services.errors import InvalidState, NotFound, ValidationFailed
-from app.services.run_events import RunEventNotifier
+from app.services.run_events import RunEventNotifier, wait_event
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +155,29 @@ class RunService:
             self.on_resumed()
         return run
 
-    async def wait_for_events(self, run_id: uuid.UUID, timeout: float) -> bool:
-        """Block until the run may have new events (True) or ``timeout`` passed (False)."""
+    @contextlib.asynccontextmanager
+    async def event_signal(
+        self, run_id: uuid.UUID
+    ) -> AsyncIterator[Callable[[float], Awaitable[bool]]]:
+        """A ``wait(timeout)`` that returns True when the run may have new events.
+
+        Subscribed on entry, so events committed while the caller reads are not missed; without
+        a notifier it degrades to a short sleep (callers poll).
+        """
         if self.notifier is None:
-            await asyncio.sleep(min(timeout, 0.2))
-            return False
-        return await self.notifier.wait(run_id, timeout)
+
+            async def sleep(timeout: float) -> bool:
+                await asyncio.sleep(min(timeout, 0.2))
+                return False
+
+            yield sleep
+            return
+        with self.notifier.subscribe(run_id) as event:
+
+            async def wait(timeout: float) -> bool:
+                return await wait_event(event, timeout)
+
+            yield wait
 
     async def events_after(
         self, run_id: uuid.UUID, owner_id: str | None, after_id: int

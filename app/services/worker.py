@@ -62,7 +62,23 @@ def _usage(message: AIMessage, key: str) -> int:
 
 
 def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    """Plain JSON values PostgreSQL can store (jsonb refuses NUL in strings)."""
+    return _strip_nul(json.loads(json.dumps(value, default=str)))
+
+
+def _strip_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return _storable(value)
+    if isinstance(value, list):
+        return [_strip_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {_storable(str(k)): _strip_nul(v) for k, v in value.items()}
+    return value
+
+
+def _storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL; a model or tool may still emit one."""
+    return text.replace("\x00", "")
 
 
 def public_error(exc: BaseException) -> str:
@@ -210,10 +226,6 @@ class RunWorker:
                     run.id, "status", {"status": "running", "request_id": str(request.id)}
                 )
                 payload = request.payload
-                # History shows each question right before its answer, not where it was queued.
-                await MessageRepository(session).move_to_end(
-                    conv_id, uuid.UUID(payload["message_id"]), run_id=run.id
-                )
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
                 return ClaimedRun(
                     run_id=run.id,
@@ -361,16 +373,20 @@ class RunWorker:
             return RunStatus.FAILED, public_error(exc), None
         if interrupt is not None:
             return RunStatus.INTERRUPTED, None, interrupt
-        await self._prune_checkpoints(claimed.conversation_id)
+        await self._prune_checkpoints(claimed.conversation_id, claimed.run_id)
         return RunStatus.COMPLETED, None, None
 
-    async def _prune_checkpoints(self, conversation_id: uuid.UUID) -> None:
+    async def _prune_checkpoints(self, conversation_id: uuid.UUID, run_id: uuid.UUID) -> None:
         """Each step stores a full copy of the state; keep only the latest once the turn is done.
 
         Runs while this run is still active, so no other run or compression touches the thread.
         """
         try:
+            async with self.sessions() as session, session.begin():
+                await self._assert_lease(session, run_id)
             await AgentStateRepository(self.runtime.graph).prune_history(conversation_id)
+        except LeaseLost:
+            raise
         except Exception as exc:  # housekeeping must never fail the turn
             log.warning("checkpoint_prune_failed", thread_id=str(conversation_id), error=repr(exc))
 
@@ -403,7 +419,7 @@ class RunWorker:
                 tool_call_id=p["id"],
                 name=p["name"],
                 status="error",
-                id=f"repair-{uuid.uuid4()}",
+                id=f"repair-{p['id']}",  # one repair per tool call, however often retried
             )
             for p in pending
         ]
@@ -429,6 +445,10 @@ class RunWorker:
             return
         rows = [self._row(claimed.run_id, m) for m in new]
         async with self.sessions() as session, session.begin():
+            # Lock order everywhere: conversation, then run (cancel/resume do the same).
+            await ConversationRepository(session).lock(
+                claimed.conversation_id, timeout_ms=int(self.settings.lease_seconds * 1000)
+            )
             await self._assert_lease(session, claimed.run_id)
             stored = await MessageRepository(session).append(claimed.conversation_id, rows)
             stored_ids = {s.lc_id for s in stored}
@@ -465,7 +485,7 @@ class RunWorker:
             ]
             return NewMessage(
                 role="assistant",
-                content=message_text(m),
+                content=_storable(message_text(m)),
                 lc_id=m.id,
                 tool_calls=_json_safe(calls) or None,
                 run_id=run_id,
@@ -473,7 +493,7 @@ class RunWorker:
         assert isinstance(m, ToolMessage)
         return NewMessage(
             role="tool",
-            content=message_text(m),
+            content=_storable(message_text(m)),
             lc_id=m.id,
             tool_call_id=m.tool_call_id,
             tool_name=m.name,

@@ -152,11 +152,13 @@ async def test_fifo_order_under_concurrent_posts(app_factory: AppFactory) -> Non
         for (_, end), (start, _) in itertools.pairwise(spans):
             assert end < start
         assert len(history) == 8 * 4
-        # Each question sits right before its own answer, whatever order they were queued in.
-        assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"] * 8
-        for i in range(8):
-            question, answer_run = history[4 * i], history[4 * i + 3]["run_id"]
-            assert question["run_id"] == answer_run
+        # Each question names its request; the run of that request answers it, after it.
+        run_by_request = {r["request_id"]: r["id"] for r in runs}
+        for question in users:
+            answered_by = run_by_request[question["request_id"]]
+            answers = [m for m in history if m["run_id"] == answered_by]
+            assert [m["role"] for m in answers] == ["assistant", "tool", "assistant"]
+            assert all(question["seq"] < a["seq"] for a in answers)
 
 
 async def test_completed_turns_keep_only_the_latest_checkpoint(

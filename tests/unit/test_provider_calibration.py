@@ -91,3 +91,50 @@ async def test_a_provider_that_counts_more_triggers_compression_earlier(tmp_path
     assert plain.calls == 1 and outcome.summarized
     assert outcome.before_tokens == round(raw2 * 1.5)
     assert outcome.after_tokens < threshold
+
+
+async def test_the_ratio_survives_a_summary_that_removed_every_reply(tmp_path: Path) -> None:
+    messages = [*history(6)[:-1], reply(1000, 1500), HumanMessage("new question")]
+    comp = ContextCompressor(
+        summarizer=CountingSummarizer(),
+        workdir=Workdir(tmp_path),
+        counter=COUNTER,
+        summary_threshold=400,
+        summary_keep_recent_tokens=10,
+        summary_max_tokens=100,
+    )
+    outcome = await comp.compress(messages, thread_id="t", force=True)
+    assert outcome.summarized
+    assert not any(isinstance(m, AIMessage) for m in outcome.messages)  # every reply is gone
+    assert provider_ratio(outcome.messages) == pytest.approx(1.5)
+
+
+class SlowChunkedSummarizer:
+    """Bounds each of its own calls (like LLMSummarizer); the whole may take longer."""
+
+    bounds_own_time = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def asummarize(self, messages, *, previous_summary, max_tokens):  # type: ignore[no-untyped-def]
+        import asyncio
+
+        for _ in range(3):  # three "chunks", each well within the per-call bound
+            await asyncio.sleep(0.2)
+        self.calls += 1
+        return "summary"
+
+
+async def test_a_self_bounded_summarizer_is_not_cut_off_as_a_whole(tmp_path: Path) -> None:
+    comp = ContextCompressor(
+        summarizer=SlowChunkedSummarizer(),
+        workdir=Workdir(tmp_path),
+        counter=COUNTER,
+        summary_threshold=400,
+        summary_keep_recent_tokens=10,
+        summary_max_tokens=100,
+        summary_timeout_seconds=0.3,  # shorter than the three chunks together
+    )
+    outcome = await comp.compress(history(4), thread_id="t", force=True)
+    assert outcome.summarized and outcome.summary_text == "summary"

@@ -196,6 +196,7 @@ def build_summary_message(
     summary_tokens: int | None = None,
     reason: str = "threshold",
     artifacts: Sequence[dict[str, Any]] = (),
+    provider_ratio: float = 1.0,
 ) -> HumanMessage:
     """The message that replaces the summarized history, clearly marked as a summary.
 
@@ -211,6 +212,9 @@ def build_summary_message(
     }
     if summary_tokens is not None:
         meta["summary_tokens"] = summary_tokens
+    if provider_ratio != 1.0:
+        # Carried so the view keeps the provider's measure after its AI messages are gone.
+        meta["provider_ratio"] = provider_ratio
     content = f"{SUMMARY_HEADER}\n{text.strip()}"
     kept = list(artifacts)[-MAX_ARTIFACTS:]
     if kept:
@@ -416,6 +420,10 @@ def provider_ratio(messages: Sequence[BaseMessage]) -> float:
         theirs = usage.get("input_tokens")
         if isinstance(ours, int) and ours > 0 and isinstance(theirs, int) and theirs > 0:
             return min(max(theirs / ours, MIN_RATIO), MAX_RATIO)
+    if messages and is_summary_message(messages[0]):
+        carried = _meta(messages[0]).get("provider_ratio")
+        if isinstance(carried, (int, float)) and carried > 0:
+            return min(max(float(carried), MIN_RATIO), MAX_RATIO)
     return 1.0
 
 
@@ -542,7 +550,9 @@ class ContextCompressor:
         if not force and middle < limit:
             return offload_only
 
-        cut = plan_summary(view, counter=self.counter, keep_recent_tokens=self.keep_recent_tokens)
+        cut = plan_summary(
+            view, counter=self.counter, keep_recent_tokens=int(self.keep_recent_tokens / ratio)
+        )
         head = 1 if view and is_summary_message(view[0]) else 0
         if cut <= head:
             if force and not replaced:
@@ -561,7 +571,10 @@ class ContextCompressor:
             call = self.summarizer.asummarize(
                 to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
             )
-            if self.summary_timeout_seconds:
+            # A summarizer that bounds each of its own model calls (one per transcript chunk)
+            # must not be cut off as a whole: long histories legitimately take several calls.
+            bounded = getattr(self.summarizer, "bounds_own_time", False)
+            if self.summary_timeout_seconds and not bounded:
                 text = await asyncio.wait_for(call, timeout=self.summary_timeout_seconds)
             else:
                 text = await call
@@ -581,6 +594,7 @@ class ContextCompressor:
             summary_tokens=self.counter.count_text(text),
             reason=reason,
             artifacts=artifacts,
+            provider_ratio=ratio,
         )
         new_view = [summary, *view[cut:]]
         after = base + self.counter.count_messages(new_view)

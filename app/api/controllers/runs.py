@@ -148,20 +148,20 @@ async def _event_feed(
     there are more; end after the final status. Works across processes."""
     cursor = after
     idle = 0.0
-    while True:
-        events, status = await run_service.events_after(run_id, principal, cursor)
-        for e in events:
-            cursor = e.id
-            yield ServerSentEventMessage(data=json.dumps(e.data), event=e.type, id=str(e.id))
-            if e.type == "status" and e.data.get("final"):
-                return
-        if events:
-            idle = 0.0
-            continue
-        if status in TERMINAL:
-            return  # drained and finished (its final event was before ``after``)
-        if idle >= KEEPALIVE_SECONDS:  # keep proxies from closing an idle stream
-            idle = 0.0
-            yield ServerSentEventMessage(comment="keep-alive")
-        waited = await run_service.wait_for_events(run_id, POLL_SECONDS)
-        idle += 0.0 if waited else POLL_SECONDS
+    async with run_service.event_signal(run_id) as wait:
+        while True:
+            events, status = await run_service.events_after(run_id, principal, cursor)
+            for e in events:
+                cursor = e.id
+                yield ServerSentEventMessage(data=json.dumps(e.data), event=e.type, id=str(e.id))
+                if e.type == "status" and e.data.get("final"):
+                    return
+            if events:
+                idle = 0.0
+                continue
+            if status in TERMINAL:
+                return  # drained and finished (its final event was before ``after``)
+            if idle >= KEEPALIVE_SECONDS:  # keep proxies from closing an idle stream
+                idle = 0.0
+                yield ServerSentEventMessage(comment="keep-alive")
+            idle += 0.0 if await wait(POLL_SECONDS) else POLL_SECONDS

@@ -49,6 +49,7 @@ def message_out(m: Message) -> MessageOut:
         tool_call_id=m.tool_call_id,
         tool_name=m.tool_name,
         run_id=m.run_id,
+        request_id=m.request_id,
         created_at=m.created_at,
     )
 

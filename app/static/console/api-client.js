@@ -220,6 +220,7 @@ async function request(config, op, args, options) {
  * @property {(string | null)} [tool_call_id]
  * @property {(string | null)} [tool_name]
  * @property {(string | null)} [run_id] uuid
+ * @property {(string | null)} [request_id] uuid
  * @property {string} created_at date-time
  */
 

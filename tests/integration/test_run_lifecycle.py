@@ -359,3 +359,16 @@ async def test_one_oversized_message_does_not_break_the_thread(app_factory: AppF
             # The full message is still in the persisted history.
             history = await messages(h, tid)
             assert history[0]["content"] == huge
+
+
+async def test_nul_in_model_output_is_stored_without_it(app_factory: AppFactory) -> None:
+    """PostgreSQL text cannot hold NUL; a provider may still send one. The run must not fail."""
+    with OpenAICompatibleServer() as srv:
+        srv.enqueue_text("before\u0000after")
+        async with app_factory(llm_base_url=srv.base_url, llm_api_key="k") as h:
+            tid = await new_thread(h)
+            await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "hi"}, headers=AUTH)
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"})
+            assert run["status"] == "completed", run["error"]
+            answers = [m["content"] for m in await messages(h, tid) if m["role"] == "assistant"]
+            assert answers == ["beforeafter"]

@@ -88,15 +88,16 @@ class Workdir:
             relpath = f"{TOOL_RESULTS_DIR}/{safe_name(tool_call_id)}-{digest[:16]}.txt"
             target = thread_dir / relpath
             existing = _sha256_of(target)
+        record = OffloadRecord(
+            path=relpath,
+            abspath=target,
+            sha256=digest,
+            chars=len(text),
+            bytes=len(data),
+            tool_call_id=tool_call_id,
+        )
         if existing == digest:
-            return OffloadRecord(
-                path=relpath,
-                abspath=target,
-                sha256=digest,
-                chars=len(text),
-                bytes=len(data),
-                tool_call_id=tool_call_id,
-            )
+            return record  # already stored, byte for byte
         tmp_name: str | None = None
         try:
             thread_dir.mkdir(exist_ok=True)
@@ -115,14 +116,7 @@ class Workdir:
             if tmp_name is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp_name)
-        return OffloadRecord(
-            path=relpath,
-            abspath=target,
-            sha256=digest,
-            chars=len(text),
-            bytes=len(data),
-            tool_call_id=tool_call_id,
-        )
+        return record
 
     # --- reading ------------------------------------------------------------------------------
     def resolve(self, thread_id: str, relpath: str) -> Path:

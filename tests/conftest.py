@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,37 @@ class AppHarness:
     @property
     def container(self) -> Container:
         return self.app.state.container  # type: ignore[no-any-return]
+
+    async def run_ids(self, thread_id: str) -> list[str]:
+        """Ids of the thread's runs, newest first."""
+        resp = await self.client.get(f"/v1/threads/{thread_id}/runs", headers=AUTH)
+        return [r["id"] for r in resp.json()["items"]]
+
+    async def sse_events(
+        self, run_id: str, *, last_event_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every event of a run's SSE stream as ``{"event", "id", "data"}`` (data parsed)."""
+        headers = {**AUTH, **({"Last-Event-ID": last_event_id} if last_event_id else {})}
+        events: list[dict[str, Any]] = []
+        current: dict[str, str] = {}
+        async with self.client.stream("GET", f"/v1/runs/{run_id}/events", headers=headers) as r:
+            assert r.status_code == 200, r.status_code
+            async for line in r.aiter_lines():
+                if not line:
+                    if "data" in current:
+                        events.append(
+                            {
+                                "event": current.get("event"),
+                                "id": current.get("id"),
+                                "data": json.loads(current["data"]),
+                            }
+                        )
+                    current = {}
+                    continue
+                key, _, value = line.partition(":")
+                if key in ("event", "data", "id"):
+                    current[key] = value.strip()
+        return events
 
     async def wait_for_run(
         self,

@@ -83,34 +83,20 @@ async def test_offline_turn_calls_query_kb_and_cites_ids(app_factory: AppFactory
         assert "lease" in answer.lower()
 
         # SSE replays the whole run and ends on the final status.
-        async with h.client.stream("GET", f"/v1/runs/{run['id']}/events", headers=AUTH) as resp:
-            assert resp.status_code == 200
-            events = []
-            current: dict[str, str] = {}
-            async for line in resp.aiter_lines():
-                if not line:
-                    if current:
-                        events.append(current)
-                        current = {}
-                    continue
-                key, _, value = line.partition(":")
-                current[key] = value.strip()
-        types = [e.get("event") for e in events]
+        events = await h.sse_events(run["id"])
+        types = [e["event"] for e in events]
         assert types[0] == "status" and types[-1] == "status"
         assert types.count("message") == 3
         # Token deltas stream before the final answer; joined, they are exactly that answer.
-        deltas = [json.loads(e["data"]) for e in events if e.get("event") == "delta"]
+        deltas = [e["data"] for e in events if e["event"] == "delta"]
         assert deltas, types
         assert "".join(d["text"] for d in deltas) == answer
-        assert json.loads(events[-1]["data"])["status"] == "completed"
+        assert events[-1]["data"]["status"] == "completed"
         # Resuming from the middle yields only the later events.
         mid = events[1]["id"]
-        async with h.client.stream(
-            "GET", f"/v1/runs/{run['id']}/events", headers={**AUTH, "Last-Event-ID": mid}
-        ) as resp:
-            body = "".join([chunk async for chunk in resp.aiter_text()])
-        assert f"id: {mid}\r\n" not in body and f"id: {mid}\n" not in body
-        assert body.count("event: message") == 2
+        later = await h.sse_events(run["id"], last_event_id=mid)
+        assert later == events[2:]
+        assert [e["event"] for e in later].count("message") == 2
 
 
 async def test_fifo_order_under_concurrent_posts(app_factory: AppFactory) -> None:

@@ -73,8 +73,7 @@ async def seed_kb(h: AppHarness) -> None:
 
 
 async def run_turns(h: AppHarness, tid: str, texts: list[str]) -> None:
-    existing = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"]
-    done: set[str] = {r["id"] for r in existing}
+    done = set(await h.run_ids(tid))
     for text in texts:
         await h.client.post(f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH)
         run = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude=done)
@@ -222,10 +221,7 @@ async def test_compress_and_post_never_interleave(app_factory: AppFactory) -> No
         await seed_kb(h)
         tid = await new_thread(h)
         await run_turns(h, tid, ["lease expiry?", "heartbeat?"])
-        before_runs = {
-            r["id"]
-            for r in (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"]
-        }
+        before_runs = set(await h.run_ids(tid))
         compress = asyncio.create_task(
             h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
         )
@@ -298,12 +294,8 @@ async def test_automatic_compression_in_a_run_offloads_and_keeps_full_tool_outpu
         await run_turns(
             h, tid, ["how does a lease expire?", "and the heartbeat?", "when is a lease renewed?"]
         )
-        runs = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"]
-        body = ""
-        for r in runs:
-            async with h.client.stream("GET", f"/v1/runs/{r['id']}/events", headers=AUTH) as resp:
-                body += "".join([c async for c in resp.aiter_text()])
-        assert "event: compression" in body
+        events = [e for r in await h.run_ids(tid) for e in await h.sse_events(r)]
+        assert any(e["event"] == "compression" for e in events)
         st = await state(h, tid)
         assert any(m["offload"] for m in st["messages"]) or st["summary"]["present"]
         assert st["context"]["input_tokens"] < 3000 + 2000

@@ -69,29 +69,6 @@ async def current_checkpoint(h: AppHarness, tid: str) -> str:
     return str(snap.config["configurable"]["checkpoint_id"])
 
 
-async def sse_events(h: AppHarness, run_id: str) -> list[dict[str, Any]]:
-    """All events of a finished run, parsed from the SSE stream."""
-    events: list[dict[str, Any]] = []
-    current: dict[str, str] = {}
-    async with h.client.stream("GET", f"/v1/runs/{run_id}/events", headers=AUTH) as resp:
-        assert resp.status_code == 200
-        async for line in resp.aiter_lines():
-            if not line:
-                if current:
-                    events.append({"event": current.get("event"), **json.loads(current["data"])})
-                    current = {}
-                continue
-            key, _, value = line.partition(":")
-            if key in ("event", "data", "id"):
-                current[key] = value.strip()
-    return events
-
-
-async def run_ids(h: AppHarness, tid: str) -> list[str]:
-    items = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"]
-    return [r["id"] for r in items]
-
-
 # --- summarizer timeout ---------------------------------------------------------------------------
 async def test_manual_compress_summarizer_timeout_writes_nothing(app_factory: AppFactory) -> None:
     stalled = StalledSummarizer()
@@ -153,9 +130,9 @@ async def test_automatic_summary_timeout_falls_back_to_offload_only(
         users = [m["content"] for m in st["messages"] if m["type"] == "human"]
         assert users == ["how does a lease expire?", "what renews the heartbeat?"]
 
-        runs = await run_ids(h, tid)
-        events = [e for r in runs for e in await sse_events(h, r)]
-        compression = [e for e in events if e["event"] == "compression"]
+        runs = await h.run_ids(tid)
+        events = [e for r in runs for e in await h.sse_events(r)]
+        compression = [e["data"] for e in events if e["event"] == "compression"]
         assert compression and all(e["summarized"] is False for e in compression)
         assert all(e["reason"] == "threshold" for e in compression)
         # The full record never holds a preview.
@@ -286,12 +263,12 @@ async def test_provider_overflow_in_a_live_run_retries_smaller(app_factory: AppF
             retried_tool = next(m for m in reqs[2]["messages"] if m["role"] == "tool")
             assert "tool-results/" in retried_tool["content"]
 
-            [run_id] = await run_ids(h, tid)
-            events = await sse_events(h, run_id)
-            overflow = [e for e in events if e["event"] == "compression"]
+            [run_id] = await h.run_ids(tid)
+            events = await h.sse_events(run_id)
+            overflow = [e["data"] for e in events if e["event"] == "compression"]
             assert [e["reason"] for e in overflow] == ["overflow"]
             assert overflow[0]["after_tokens"] < overflow[0]["before_tokens"]
-            assert events[-1]["status"] == "completed"
+            assert events[-1]["data"]["status"] == "completed"
 
             history = await messages(h, tid)
             assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
@@ -463,7 +440,7 @@ async def test_client_disconnect_during_compress_leaves_a_consistent_thread(
 
         # The lock is released whatever the server did with the abandoned request: this post
         # waits for it (lock_timeout 30 s) and is accepted.
-        earlier = set(await run_ids(h, tid))
+        earlier = set(await h.run_ids(tid))
         posted = await api.post(
             f"/v1/threads/{tid}/messages", json={"content": "after the hang-up"}, headers=AUTH
         )

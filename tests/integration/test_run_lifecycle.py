@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -154,14 +153,8 @@ async def test_turn_over_openai_compatible_http_with_tool_call_and_usage(
                 "read_workdir_file",
             }
             assert srv.requests[0].get("stream") is True  # tokens are streamed, not awaited whole
-            async with h.client.stream("GET", f"/v1/runs/{run['id']}/events", headers=AUTH) as resp:
-                body = "".join([c async for c in resp.aiter_text()])
             texts = [
-                json.loads(line[len("data: ") :])["text"]
-                for block in body.replace("\r\n", "\n").split("\n\n")
-                if "event: delta" in block
-                for line in block.splitlines()
-                if line.startswith("data: ")
+                e["data"]["text"] for e in await h.sse_events(run["id"]) if e["event"] == "delta"
             ]
             assert "".join(texts) == "Leases expire when the worker stops [kb]."
             # The reply records our count of the exact request sent; the state endpoint then

@@ -37,6 +37,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from app.agents.messages import message_text
 from app.agents.tokens import get_encoding
 
 __all__ = [
@@ -73,14 +74,10 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     return cut
 
 
-def _message_text(message: BaseMessage) -> str:
-    return message.text if isinstance(message.content, list) else str(message.content or "")
-
-
 def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
     total = 0
     for message in messages:
-        total += count_tokens(_message_text(message))
+        total += count_tokens(message_text(message))
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
                 total += count_tokens(call["name"]) + count_tokens(json.dumps(call["args"]))
@@ -311,7 +308,7 @@ class ExtractiveChatModel(BaseChatModel):
         kb_bound = self.kb_tool_name in tool_names and tool_choice != "none"
         last = messages[-1] if messages else None
         if isinstance(last, HumanMessage) and kb_bound:
-            question = _message_text(last)
+            question = message_text(last)
             call = {
                 "name": self.kb_tool_name,
                 "args": {"query": question},
@@ -364,7 +361,7 @@ class ExtractiveChatModel(BaseChatModel):
         parts: list[str] = []
         for previous in reversed(messages):
             if isinstance(previous, HumanMessage):
-                parts.append(_message_text(previous))
+                parts.append(message_text(previous))
                 break
         if tool_message is not None:
             for previous in reversed(messages):
@@ -376,7 +373,7 @@ class ExtractiveChatModel(BaseChatModel):
 
     def _answer_from_kb(self, message: ToolMessage, messages: Sequence[BaseMessage]) -> str:
         question = self._question(messages, message)
-        content = _message_text(message)
+        content = message_text(message)
         if message.status == "error":
             reason = _first_sentence(content) or "unknown error"
             return f"The knowledge base lookup failed: {reason}"
@@ -402,7 +399,7 @@ class ExtractiveChatModel(BaseChatModel):
 
     def _answer_from_tool(self, message: ToolMessage, messages: Sequence[BaseMessage]) -> str:
         question = self._question(messages, message)
-        content = _message_text(message)
+        content = message_text(message)
         results = _parse_results(content)
         if results is None:
             results = [_Result(None, content, 0.0)]
@@ -419,11 +416,11 @@ class ExtractiveChatModel(BaseChatModel):
         )
         if last_human is None:
             return "There is no question to answer yet."
-        question = _message_text(messages[last_human])
+        question = message_text(messages[last_human])
         context = [
-            _Result(None, _message_text(m), 0.0)
+            _Result(None, message_text(m), 0.0)
             for i, m in enumerate(messages)
-            if i != last_human and not isinstance(m, SystemMessage) and _message_text(m).strip()
+            if i != last_human and not isinstance(m, SystemMessage) and message_text(m).strip()
         ]
         picked = [
             c
@@ -539,7 +536,7 @@ def _collect_refs(value: Any, tool: str, out: list[str]) -> None:
 
 
 def _tool_result_refs(message: ToolMessage, tool: str) -> list[str]:
-    content = _message_text(message)
+    content = message_text(message)
     refs: list[str] = []
     try:
         _collect_refs(json.loads(content), tool, refs)
@@ -604,7 +601,7 @@ class ExtractiveSummarizer:
         refs: list[str] = []
         call_names: dict[str, str] = {}
         for message in messages:
-            text = _message_text(message)
+            text = message_text(message)
             if isinstance(message, HumanMessage):
                 sentence = _first_sentence(text)
                 if sentence:

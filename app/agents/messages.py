@@ -10,10 +10,8 @@ MARKER = "threadkeeper"
 
 
 def message_text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return message.text
+    """The text of a message whether its content is a string or a list of blocks."""
+    return message.text if isinstance(message.content, list) else str(message.content or "")
 
 
 def marker(message: BaseMessage) -> dict[str, Any]:

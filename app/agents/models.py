@@ -21,6 +21,7 @@ from app.agents.extractive import (
     count_tokens,
     truncate_to_tokens,
 )
+from app.agents.messages import message_text
 from app.agents.tokens import get_encoding
 from app.config import Settings
 
@@ -94,10 +95,6 @@ given, merge it with the new messages into one summary (newer information wins).
 summary text, at most {max_tokens} tokens."""
 
 
-def _text(message: BaseMessage) -> str:
-    return message.text if isinstance(message.content, list) else str(message.content or "")
-
-
 def render_transcript(messages: Sequence[BaseMessage]) -> str:
     """Plain-text transcript for the summarizer: roles, tool calls and tool results by name."""
     return "\n\n".join(transcript_lines(messages))
@@ -139,7 +136,7 @@ def transcript_chunks(messages: Sequence[BaseMessage], budget_tokens: int) -> li
 def transcript_lines(messages: Sequence[BaseMessage]) -> list[str]:
     lines: list[str] = []
     for message in messages:
-        text = _text(message)
+        text = message_text(message)
         if isinstance(message, HumanMessage):
             lines.append(f"User: {text}")
         elif isinstance(message, AIMessage):
@@ -230,7 +227,7 @@ class LLMSummarizer:
             if self.timeout_seconds
             else await call
         )
-        text = _text(result).strip()
+        text = message_text(result).strip()
         if not text:
             raise SummarizerError("the summarizer model returned an empty summary")
         # Providers may ignore max_tokens (or count differently); the bound is ours to keep.

@@ -46,6 +46,8 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
+from app.agents.messages import MARKER
+from app.agents.messages import marker as _meta
 from app.agents.overflow import is_context_overflow
 from app.agents.previews import RECOVERY_TOOL, build_preview
 from app.agents.tokens import TokenCounter, get_encoding
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-META_KEY = "threadkeeper"
+META_KEY = MARKER
 SUMMARY_NAME = "context_summary"
 SUMMARY_HEADER = "Summary of earlier conversation:"
 #: Characters of preview per token of ``tool_result_preview_tokens`` (JSON/ids run ~3 chars/token).
@@ -122,11 +124,6 @@ class CompressionOutcome:
 
 
 # --- message helpers ----------------------------------------------------------------------------
-def _meta(message: BaseMessage) -> dict[str, Any]:
-    value = message.additional_kwargs.get(META_KEY)
-    return value if isinstance(value, dict) else {}
-
-
 def is_summary_message(message: BaseMessage) -> bool:
     """Our summary message (or langchain's own summarization output, folded in the same way)."""
     if not isinstance(message, HumanMessage):

@@ -38,40 +38,17 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agents.messages import message_text
-from app.agents.tokens import get_encoding
+from app.agents.tokens import count_tokens, truncate_to_tokens
 
 __all__ = [
     "KB_TOOL_NAME",
     "ExtractiveChatModel",
     "ExtractiveSummarizer",
-    "count_tokens",
-    "truncate_to_tokens",
 ]
 
 KB_TOOL_NAME = "query_kb"
 MODEL_NAME = "extractive"
 _MAX_SENTENCE_CHARS = 400
-
-
-# --------------------------------------------------------------------------- tokens
-def count_tokens(text: str) -> int:
-    """Exact cl100k token count of ``text`` (offline)."""
-    return len(get_encoding().encode(text, disallowed_special=())) if text else 0
-
-
-def truncate_to_tokens(text: str, max_tokens: int) -> str:
-    """Cut ``text`` to at most ``max_tokens`` tokens (decoded back to text, never more)."""
-    if max_tokens <= 0:
-        return ""
-    tokens = get_encoding().encode(text, disallowed_special=())
-    if len(tokens) <= max_tokens:
-        return text
-    cut = get_encoding().decode(tokens[:max_tokens])
-    # A cut inside a multi-byte character decodes to U+FFFD; drop it and re-check the bound.
-    cut = cut.rstrip("\ufffd")
-    while count_tokens(cut) > max_tokens:
-        cut = cut[:-1]
-    return cut
 
 
 def _messages_tokens(messages: Sequence[BaseMessage]) -> int:

@@ -15,14 +15,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from app.agents.extractive import (
-    ExtractiveChatModel,
-    ExtractiveSummarizer,
-    count_tokens,
-    truncate_to_tokens,
-)
+from app.agents.extractive import ExtractiveChatModel, ExtractiveSummarizer
 from app.agents.messages import message_text
-from app.agents.tokens import get_encoding
+from app.agents.tokens import count_tokens, get_encoding, truncate_to_tokens
 from app.config import Settings
 
 if TYPE_CHECKING:
@@ -107,7 +102,7 @@ def clip_line(line: str, max_tokens: int) -> str:
         return line
     half = max(1, max_tokens // 2)
     head = truncate_to_tokens(line, half)
-    tail_tokens = get_encoding().encode(line, disallowed_special=())[-half:]
+    tail_tokens = get_encoding().encode_ordinary(line)[-half:]
     tail = get_encoding().decode(tail_tokens).lstrip("\ufffd")
     return f"{head} [... {total - 2 * half} tokens omitted ...] {tail}"
 

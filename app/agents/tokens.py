@@ -42,6 +42,25 @@ def get_encoding() -> tiktoken.Encoding:
     return _encoding
 
 
+def count_tokens(text: str) -> int:
+    """Exact cl100k token count of ``text``; special-token strings count as plain text."""
+    return len(get_encoding().encode_ordinary(text)) if text else 0
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """Cut ``text`` to at most ``max_tokens`` tokens (decoded back to text, never more)."""
+    if max_tokens <= 0:
+        return ""
+    tokens = get_encoding().encode_ordinary(text)
+    if len(tokens) <= max_tokens:
+        return text
+    # A cut inside a multi-byte character decodes to U+FFFD; drop it and re-check the bound.
+    cut = get_encoding().decode(tokens[:max_tokens]).rstrip("\ufffd")
+    while count_tokens(cut) > max_tokens:
+        cut = cut[:-1]
+    return cut
+
+
 class _LRU:
     """Small thread-safe LRU map; the counter may be used from worker threads."""
 
@@ -102,9 +121,7 @@ class TokenCounter:
     # --- primitives ---------------------------------------------------------------------------
     def count_text(self, text: str) -> int:
         """Exact BPE token count of ``text`` (special-token strings are counted as text)."""
-        if not text:
-            return 0
-        return len(get_encoding().encode_ordinary(text))
+        return count_tokens(text)
 
     def _count_content(self, content: str | list[Any]) -> int:
         if isinstance(content, str):

@@ -50,7 +50,7 @@ from app.agents.messages import MARKER
 from app.agents.messages import marker as _meta
 from app.agents.overflow import is_context_overflow
 from app.agents.previews import RECOVERY_TOOL, build_preview
-from app.agents.tokens import TokenCounter, get_encoding
+from app.agents.tokens import TokenCounter, count_tokens, truncate_to_tokens
 from app.agents.workdir import OffloadRecord, Workdir, WorkdirError, WorkdirPathError
 
 if TYPE_CHECKING:
@@ -389,11 +389,9 @@ def plan_summary(
 
 def _clip_tokens(text: str, max_tokens: int) -> str:
     """Hard cap on the summary size so a verbose summarizer cannot defeat the budget."""
-    encoding = get_encoding()
-    tokens = encoding.encode_ordinary(text)
-    if len(tokens) <= max_tokens:
+    if count_tokens(text) <= max_tokens:
         return text
-    return encoding.decode(tokens[:max_tokens]).rstrip() + "\n[summary truncated]"
+    return truncate_to_tokens(text, max_tokens).rstrip() + "\n[summary truncated]"
 
 
 # --- provider calibration -----------------------------------------------------------------------

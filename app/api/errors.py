@@ -55,7 +55,9 @@ DATABASE_RETRY_AFTER = "2"
 
 def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, DomainError)
-    headers = {"Retry-After": DATABASE_RETRY_AFTER} if isinstance(exc, DatabaseUnavailable) else None
+    headers = (
+        {"Retry-After": DATABASE_RETRY_AFTER} if isinstance(exc, DatabaseUnavailable) else None
+    )
     return _body(exc.code, exc.detail, exc.status_code, headers)
 
 

@@ -10,6 +10,8 @@ and a run caught by an outage goes on from its last checkpoint once the database
 from __future__ import annotations
 
 import asyncio
+import uuid
+
 import psycopg
 import pytest
 
@@ -17,8 +19,14 @@ from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory
 from tests.integration.test_agent_runtime import messages, new_thread
 from tests.integration.test_context_compression import BIG, run_turns, seed_kb, state
+from tests.integration.test_faults import assert_clean_503
+from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.tcp_proxy import postgres_proxy
 
 pytestmark = pytest.mark.integration
+
+#: Guard so a broken retry fails the test instead of hanging the suite (not a timing assertion).
+HANG_GUARD = 60.0
 
 
 def _service_backends(url: str) -> dict[int, str]:
@@ -68,3 +76,75 @@ async def test_every_pool_survives_terminated_backends(
         fresh = await asyncio.to_thread(_service_backends, clean_db)
         assert not set(fresh) & set(backends)  # all served by new connections
 
+
+async def test_unreachable_database_answers_503_then_recovers(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    async with (
+        postgres_proxy(clean_db) as proxy,
+        app_factory(database_url=proxy.url, db_pool_timeout_seconds=3) as h,
+    ):
+        tid = await new_thread(h)
+        await run_turns(h, tid, ["first question"])
+        await state(h, tid)
+
+        await proxy.cut()  # every connection reset, the port closed
+        down = [
+            await h.client.get(f"/v1/threads/{tid}", headers=AUTH),
+            await h.client.get("/v1/threads", headers=AUTH),
+            await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH),
+            await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH),
+            await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH),
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "while down"}, headers=AUTH
+            ),
+        ]
+        for resp in down:
+            assert_clean_503(resp)
+        assert (await h.client.get("/ready")).status_code == 503
+
+        await proxy.restore()
+        assert (await h.client.get("/ready")).status_code == 200
+        got = await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)
+        assert got.status_code == 200, got.text
+        await run_turns(h, tid, ["after the outage"])
+        users = [m["content"] for m in await messages(h, tid) if m["role"] == "user"]
+        assert users == ["first question", "after the outage"]  # nothing half-written
+
+
+async def test_run_caught_by_an_outage_goes_on_from_its_last_checkpoint(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    with OpenAICompatibleServer() as srv:
+        async with (
+            postgres_proxy(clean_db) as proxy,
+            app_factory(database_url=proxy.url, llm_base_url=srv.base_url, llm_api_key="k") as h,
+        ):
+            tid = await new_thread(h)
+            srv.hold()
+            posted = await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "are you there?"}, headers=AUTH
+            )
+            assert posted.status_code == 202
+            assert await asyncio.to_thread(srv.wait_for_requests, 1, HANG_GUARD)
+            [run_id] = await h.run_ids(tid)
+
+            # The model answers while the database is gone: the step's results cannot be saved.
+            await proxy.cut(drop_new=True)
+            srv.release()
+            worker = h.container.worker
+            async with asyncio.timeout(HANG_GUARD):
+                while uuid.UUID(run_id) not in worker.waiting_for_database:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            await proxy.restore()
+
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=HANG_GUARD)
+            assert run["id"] == run_id
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+            # The lost model step ran again from the last checkpoint: one answer, no duplicate.
+            assert len(srv.requests) == 2
+            history = await messages(h, tid)
+            assert [m["role"] for m in history] == ["user", "assistant"]
+            events = await h.sse_events(run_id)
+            assert events[-1]["data"]["status"] == "completed"
+            await run_turns(h, tid, ["and now?"])

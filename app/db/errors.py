@@ -19,7 +19,7 @@ from sqlalchemy.exc import TimeoutError as PoolExhausted
 
 #: Connection exceptions (class 08), admin/crash shutdown, cannot connect now, too many connections.
 CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
-_DRIVER_MODULES = ("asyncpg", "psycopg", "psycopg_pool", "sqlalchemy")
+_DRIVER_PACKAGES = ("asyncpg", "psycopg", "psycopg_pool", "sqlalchemy")
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -31,10 +31,11 @@ def _connection_sqlstate(state: str | None) -> bool:
     return state is not None and (state.startswith("08") or state in CONNECTION_SQLSTATES)
 
 
-def _raised_by_driver(tb: TracebackType | None) -> bool:
+def raised_in_modules(tb: TracebackType | None, packages: tuple[str, ...]) -> bool:
+    """True if a frame of the traceback runs code of one of ``packages`` (or their modules)."""
     while tb is not None:
         module = str(tb.tb_frame.f_globals.get("__name__", ""))
-        if module.split(".", 1)[0] in _DRIVER_MODULES:
+        if any(module == p or module.startswith(p + ".") for p in packages):
             return True
         tb = tb.tb_next
     return False
@@ -61,7 +62,7 @@ def _is_connection_error_one(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OSError):  # ConnectionError, TimeoutError, socket.gaierror
         # Only socket errors raised inside a database driver (not a Workdir write, not an LLM call).
-        return _raised_by_driver(exc.__traceback__)
+        return raised_in_modules(exc.__traceback__, _DRIVER_PACKAGES)
     return False
 
 

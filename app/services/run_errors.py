@@ -9,7 +9,6 @@ provider errors only their shape (status, type), since a provider's message is n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ import openai
 from langchain_core.exceptions import ModelError
 
 from app.agents.overflow import is_context_overflow
-from app.db.errors import is_connection_error
+from app.db.errors import is_connection_error, raised_in_modules
 
 _TOOL_MODULES = ("langgraph.prebuilt.tool_node", "langchain_core.tools", "app.agents.tools")
 
@@ -45,15 +44,6 @@ WORKER_STOPPED = RunError("worker_stopped", "worker stopped")
 CANCELLED = RunError("cancelled", "cancelled by request")
 
 
-def _raised_in_tool(tb: TracebackType | None) -> bool:
-    while tb is not None:
-        module = str(tb.tb_frame.f_globals.get("__name__", ""))
-        if module.startswith(_TOOL_MODULES):
-            return True
-        tb = tb.tb_next
-    return False
-
-
 def _is_provider_error(exc: BaseException) -> bool:
     return isinstance(exc, (openai.APIError, ModelError, httpx.HTTPError))
 
@@ -64,7 +54,7 @@ def classify_run_error(exc: BaseException) -> RunError:
         return CONTEXT_OVERFLOW
     if is_connection_error(exc):
         return DATABASE_UNAVAILABLE
-    if _raised_in_tool(exc.__traceback__):
+    if raised_in_modules(exc.__traceback__, _TOOL_MODULES):
         return TOOL_ERROR
     if _is_provider_error(exc) or isinstance(exc.__cause__, (openai.APIError, ModelError)):
         return PROVIDER_ERROR

@@ -26,7 +26,7 @@ MIN_SECRET_LENGTH = 6
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), MASK),
-    (re.compile(r"(?i)\b(bearer)(\s+)[^\s\"',;)}\]]+"), rf"\1\2{MASK}"),
+    (re.compile(r"(?i)\b(bearer)(\s+)(?!\[redacted\])[^\s\"',;)}\]]+"), rf"\1\2{MASK}"),
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@\"']+):[^\s@/\"']+@"), rf"\1:{MASK}@"),
 )
 
@@ -81,7 +81,11 @@ class RedactingFilter(logging.Filter):
     """For stdlib handlers (uvicorn, httpx, openai, ...): the rendered message and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact_text(record.getMessage())
+        try:
+            message = record.getMessage()
+        except Exception:  # bad %-args: the handler reports it; never fail the caller here
+            return True
+        record.msg = redact_text(message)
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from app.config import load_settings
-from app.log_redaction import MASK, RedactingFilter, secrets_of
+from app.log_redaction import MASK, RedactingFilter, redact_text, secrets_of
 from app.logging import configure_logging
 
 PROVIDER_KEY = "prov-9f8e7d6c5b4a"  # no sk- prefix: only the configured-secret rule catches it
@@ -83,6 +83,14 @@ def test_stdlib_records_are_masked(settings_secrets: list[str]) -> None:
         assert secret not in out, out
     assert "retrying with Authorization: Bearer [redacted]" in out
     assert "ValueError: echo [redacted]" in out
+
+
+def test_masking_twice_changes_nothing(settings_secrets: list[str]) -> None:
+    """A record passes every root handler's filter: the second pass must keep it as is."""
+    configure_logging("INFO", json=True, secrets=settings_secrets)
+    once = redact_text(f"Bearer {BEARER} {OPENAI_STYLE} postgresql://app:{DB_PASSWORD}@h/db")
+    assert once == f"Bearer {MASK} {MASK} postgresql://app:{MASK}@h/db"
+    assert redact_text(once) == once
 
 
 def test_short_configured_values_are_not_masked_by_value() -> None:

@@ -11,6 +11,7 @@ import msgspec
 import structlog
 
 from app.config import load_settings
+from app.log_redaction import secrets_of
 from app.logging import configure_logging
 
 
@@ -38,7 +39,7 @@ def _migrate(_: argparse.Namespace) -> None:
     from app.db.migrate import upgrade_head
 
     settings = load_settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
     upgrade_head(resolve_database_url(settings))
     structlog.get_logger().info("migrated")
 
@@ -47,7 +48,7 @@ def _worker(args: argparse.Namespace) -> None:
     from app.container import build_container
 
     settings = load_settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
 
     async def main() -> None:
         # No SSE is served here: the event listener is the API process's business.

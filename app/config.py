@@ -20,6 +20,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Where the embedded PostgreSQL keeps its data when no database URL is given.
     embedded_pg_dir: str = "var/pgdata"
     db_pool_size: int = 10
+    #: Wait for a database connection (connect, or a free pooled one) before a request is
+    #: answered 503 ``database_unavailable``.
+    db_pool_timeout_seconds: float = 10.0
     #: Lock wait for the Conversation row lock before a request is answered 409 ``thread_busy``.
     lock_timeout_ms: int = 5000
     migrate_on_start: bool = False
@@ -87,6 +90,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "worker_poll_seconds",
             "worker_concurrency",
             "db_pool_size",
+            "db_pool_timeout_seconds",
             "max_request_bytes",
             "lock_timeout_ms",
         )

@@ -6,6 +6,7 @@ Both the HTTP app and the standalone worker use it; tests build one against thei
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,11 @@ from app.agents.workdir import Workdir
 from app.config import Settings
 from app.db.embedded import start_embedded_postgres
 from app.db.migrate import upgrade_head
-from app.db.session import create_engine, create_session_factory
+from app.db.session import (
+    CHECKPOINTER_APPLICATION_NAME,
+    create_engine,
+    create_session_factory,
+)
 from app.db.urls import libpq_url
 from app.repositories.agent_state import AgentStateRepository
 from app.services.agent_state import AgentStateService
@@ -93,14 +98,26 @@ async def build_container(
     url = database_url or resolve_database_url(settings)
     if migrate if migrate is not None else settings.migrate_on_start:
         await asyncio.to_thread(upgrade_head, url)
-    engine = create_engine(url, pool_size=settings.db_pool_size)
+    engine = create_engine(
+        url, pool_size=settings.db_pool_size, timeout_seconds=settings.db_pool_timeout_seconds
+    )
     sessions = create_session_factory(engine)
 
+    # ``check``: a pooled connection killed while idle (pg_terminate_backend, a restart) is
+    # discarded at checkout instead of failing the next GetAgentState / run step.
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         libpq_url(url),
         min_size=1,
         max_size=settings.db_pool_size,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "application_name": CHECKPOINTER_APPLICATION_NAME,
+            "connect_timeout": max(2, math.ceil(settings.db_pool_timeout_seconds)),
+        },
+        check=AsyncConnectionPool.check_connection,
+        timeout=settings.db_pool_timeout_seconds,
         open=False,
     )
     await pool.open(wait=True, timeout=30)

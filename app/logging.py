@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 import structlog
+
+from app.log_redaction import RedactingFilter, configure_secrets, redact_event
 
 _SECRET_KEYS = ("authorization", "api_key", "password", "token", "secret")
 
@@ -21,7 +23,9 @@ def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[
     return event
 
 
-def configure_logging(level: str = "INFO", json: bool = True) -> None:
+def configure_logging(level: str = "INFO", json: bool = True, secrets: Iterable[str] = ()) -> None:
+    """``secrets``: configured values masked wherever they appear (see app.log_redaction)."""
+    configure_secrets(secrets)
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -29,6 +33,7 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
         _redact,
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,
+        redact_event,
     ]
     renderer: Any = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
@@ -42,5 +47,8 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

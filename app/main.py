@@ -26,6 +26,7 @@ from app.api.errors import EXCEPTION_HANDLERS
 from app.api.schemas import HealthOut
 from app.config import Settings, load_settings
 from app.container import Container, build_container
+from app.log_redaction import secrets_of
 from app.logging import configure_logging
 
 log = structlog.get_logger(__name__)
@@ -102,7 +103,7 @@ def create_app(
     container_factory: ContainerFactory | None = None,
 ) -> Litestar:
     settings = settings or load_settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
     factory: ContainerFactory = container_factory or build_container
 
     @asynccontextmanager

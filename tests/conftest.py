@@ -138,9 +138,15 @@ AppFactory = Callable[..., contextlib.AbstractAsyncContextManager[AppHarness]]
 def app_factory(clean_db: str, tmp_path: Path) -> AppFactory:
     @contextlib.asynccontextmanager
     async def factory(
-        *, summarizer: Any = None, model: Any = None, start_worker: bool = True, **overrides: Any
+        *,
+        summarizer: Any = None,
+        model: Any = None,
+        start_worker: bool = True,
+        database_url: str | None = None,
+        **overrides: Any,
     ) -> AsyncIterator[AppHarness]:
-        settings = make_settings(clean_db, tmp_path / "workdir", **overrides)
+        """``database_url``: reach the test database another way (e.g. through a proxy)."""
+        settings = make_settings(database_url or clean_db, tmp_path / "workdir", **overrides)
 
         async def container_factory(s: Settings) -> Container:
             return await build_container(

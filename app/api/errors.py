@@ -13,12 +13,13 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR, HTTP_503_SERVICE_UNAVAILABLE
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from sqlalchemy.exc import DBAPIError
 
 from app.api.schemas import ErrorBody
+from app.db.errors import is_connection_error
 from app.repositories.locking import sqlstate_of
-from app.services.errors import DomainError
+from app.services.errors import DatabaseUnavailable, DomainError
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +49,23 @@ def _body(
     return Response(content={"error": code, "detail": detail}, status_code=status, headers=headers)
 
 
+#: Seconds a client should wait before retrying after 503 ``database_unavailable``.
+DATABASE_RETRY_AFTER = "2"
+
+
 def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, DomainError)
-    return _body(exc.code, exc.detail, exc.status_code)
+    headers = (
+        {"Retry-After": DATABASE_RETRY_AFTER} if isinstance(exc, DatabaseUnavailable) else None
+    )
+    return _body(exc.code, exc.detail, exc.status_code, headers)
+
+
+def database_unavailable(request: Request[Any, Any, Any], exc: BaseException) -> Response[Any]:
+    """Any driver's "cannot reach the database" is the server's transient problem (503, retry),
+    never a 500; the driver's text (host names, ports) stays in the server log."""
+    log.warning("database_unavailable", path=request.url.path, error=type(exc).__name__)
+    return domain_error_handler(request, DatabaseUnavailable())
 
 
 def validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -74,12 +89,14 @@ def http_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[An
 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if is_connection_error(exc):
+        return database_unavailable(request, exc)
     log.error("unhandled_error", path=request.url.path, error=repr(exc), exc_info=exc)
     return _body("internal_error", "internal server error", HTTP_500_INTERNAL_SERVER_ERROR)
 
 
 def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    """A lost database connection is the server's transient problem (503, retry), not a bug."""
+    """SQL errors the client caused or may retry; a lost connection ends as 503 (see above)."""
     assert isinstance(exc, DBAPIError)
     if sqlstate_of(exc) in UNSTORABLE_TEXT_SQLSTATES:
         # e.g. a NUL character: the client's data, not our bug; the transaction was rolled back.
@@ -88,14 +105,7 @@ def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
         )
     if sqlstate_of(exc) in RETRYABLE_SQLSTATES:
         return _body("thread_busy", "a concurrent operation on the thread won; retry", 409)
-    if not exc.connection_invalidated:
-        return internal_error_handler(request, exc)
-    log.warning("database_connection_lost", path=request.url.path, error=type(exc.orig).__name__)
-    return _body(
-        "unavailable",
-        "the database connection was lost before the request completed; retry it",
-        HTTP_503_SERVICE_UNAVAILABLE,
-    )
+    return internal_error_handler(request, exc)
 
 
 EXCEPTION_HANDLERS: dict[type[Exception] | int, Any] = {
@@ -111,7 +121,8 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
     """OpenAPI response specs so a generated SDK gets typed errors.
 
     400 is always listed: any malformed parameter is answered with our ErrorBody, and without it
-    Litestar documents its own (different) validation body instead.
+    Litestar documents its own (different) validation body instead. 503 too: every route may
+    find the database unreachable.
     """
     descriptions = {
         400: "validation_error: malformed JSON, unknown field, bad value",
@@ -121,9 +132,9 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
         413: "payload_too_large",
         422: "nothing_to_compress / not_supported",
         502: "compression_failed: the summarizer failed; nothing was written",
-        503: "unavailable",
+        503: "database_unavailable: the database cannot be reached right now; retry later",
     }
     return {
         c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))
-        for c in sorted({400, *codes})
+        for c in sorted({400, 503, *codes})
     }

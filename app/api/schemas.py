@@ -87,7 +87,12 @@ class RunOut(msgspec.Struct, kw_only=True):
     thread_id: uuid.UUID
     request_id: uuid.UUID
     status: str
+    #: A fixed, human-readable message for ``error_code`` (never the provider's or driver's text).
     error: str | None = None
+    #: ``provider_error`` | ``context_overflow`` | ``database_unavailable`` | ``tool_error`` |
+    #: ``internal_error`` | ``lease_expired`` | ``worker_stopped`` | ``cancelled``; null unless
+    #: the run failed or was cancelled.
+    error_code: str | None = None
     interrupt: dict[str, Any] | None = None
     input_tokens: int = 0
     output_tokens: int = 0

@@ -160,7 +160,10 @@ class AgentRun(Base):
         Boolean, default=False, server_default=text("false")
     )
     interrupt: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    #: Sanitized, fixed text for clients (never a provider's or driver's message).
     error: Mapped[str | None] = mapped_column(Text)
+    #: Stable reason: provider_error, context_overflow, database_unavailable, tool_error, ...
+    error_code: Mapped[str | None] = mapped_column(String(50))
     input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

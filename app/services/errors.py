@@ -56,3 +56,14 @@ class CompressionFailed(DomainError):
 class ServiceUnavailable(DomainError):
     code = "unavailable"
     status_code = 503
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    """The database could not be reached (connection refused, lost, or none free in time)."""
+
+    code = "database_unavailable"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            detail or "the database is unreachable or the connection was lost; retry the request"
+        )

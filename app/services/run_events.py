@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import structlog
 
+from app.db.session import LISTENER_APPLICATION_NAME
 from app.repositories.runs import RUN_EVENTS_CHANNEL as CHANNEL
 
 log = structlog.get_logger(__name__)
@@ -83,6 +84,7 @@ class RunEventNotifier:
                     self.conninfo,
                     autocommit=True,
                     connect_timeout=10,
+                    application_name=LISTENER_APPLICATION_NAME,
                     # A half-open connection must surface as an error, not as silence.
                     keepalives=1,
                     keepalives_idle=30,

@@ -16,6 +16,7 @@ from app.db.models import AgentRun, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunEventRepository, RunRepository
 from app.services.errors import InvalidState, NotFound, ValidationFailed
+from app.services.run_errors import CANCELLED
 from app.services.run_events import RunEventNotifier, wait_event
 
 
@@ -114,7 +115,8 @@ class RunService:
             run_id,
             status=RunStatus.CANCELLED,
             cancel_requested=True,
-            error="cancelled by request",
+            error=CANCELLED.message,
+            error_code=CANCELLED.code,
             lease_holder=None,
             resume_payload=None,
             finished_at=func.now(),

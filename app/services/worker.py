@@ -31,7 +31,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from sqlalchemy import func
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.context import AgentContext
@@ -39,11 +39,20 @@ from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
 from app.agents.middlewares.summary import is_summary_message
 from app.config import Settings
+from app.db.errors import is_connection_error
 from app.db.models import RequestStatus, RunStatus
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.services.run_errors import (
+    CANCELLED,
+    LEASE_EXPIRED,
+    WORKER_STOPPED,
+    RunError,
+    classify_run_error,
+    error_log_fields,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -81,11 +90,14 @@ def _storable(text: str) -> str:
     return text.replace("\x00", "")
 
 
-def public_error(exc: BaseException) -> str:
-    """The error a client may see: provider/tool errors verbatim (bounded), internals by name."""
-    if isinstance(exc, SQLAlchemyError):
-        return "internal error: database failure (see server logs)"
-    return f"{type(exc).__name__}: {exc}"[:1000]
+#: Times a run that lost its database connection goes on from its last checkpoint.
+DATABASE_RETRIES = 3
+
+
+def interrupt_payload(interrupts: Any) -> Any:
+    """The stored/streamed form of pending LangGraph interrupts (one, or a list)."""
+    values = [getattr(i, "value", i) for i in interrupts]
+    return _json_safe(values[0] if len(values) == 1 else values)
 
 
 def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
@@ -145,6 +157,8 @@ class RunWorker:
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._stopping = False
+        #: Runs waiting for the database to answer again before they go on (observability).
+        self.waiting_for_database: set[uuid.UUID] = set()
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -265,12 +279,20 @@ class RunWorker:
                 await runs.set_fields(
                     run.id,
                     status=RunStatus.FAILED,
-                    error="lease expired: the worker running it stopped responding",
+                    error=LEASE_EXPIRED.message,
+                    error_code=LEASE_EXPIRED.code,
                     lease_holder=None,
                     finished_at=func.now(),
                 )
                 await RunEventRepository(session).append(
-                    run.id, "status", {"status": "failed", "error": "lease_expired", "final": True}
+                    run.id,
+                    "status",
+                    {
+                        "status": "failed",
+                        "error": LEASE_EXPIRED.message,
+                        "error_code": LEASE_EXPIRED.code,
+                        "final": True,
+                    },
                 )
                 log.warning("run_lease_recovered", run_id=str(run.id))
             return len(expired)
@@ -300,8 +322,8 @@ class RunWorker:
         except LeaseLost:
             bound.warning("run_lease_lost")  # recovered elsewhere: the outcome is theirs to write
         except Exception as exc:
-            bound.error("run_crashed", error=repr(exc))
-            await self._finish(claimed, RunStatus.FAILED, public_error(exc), None)
+            bound.error("run_crashed", **error_log_fields(exc))
+            await self._finish(claimed, RunStatus.FAILED, classify_run_error(exc), None)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -335,46 +357,135 @@ class RunWorker:
 
     async def _run_graph(
         self, claimed: ClaimedRun
-    ) -> tuple[RunStatus, str | None, dict[str, Any] | None]:
+    ) -> tuple[RunStatus, RunError | None, dict[str, Any] | None]:
         config = self.runtime.config_for(claimed.conversation_id)
-        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
-        graph = self.runtime.graph
         if not isinstance(claimed.graph_input, Command):
             await self._repair_dangling_tool_calls(claimed, config)
-        interrupt: dict[str, Any] | None = None
-        deltas = DeltaBuffer()
-        try:
-            async for mode, chunk in self._stream(graph, claimed.graph_input, config, context):
-                if mode == "messages":
-                    message, meta = chunk
-                    if (
-                        isinstance(message, AIMessageChunk)
-                        and meta.get("langgraph_node") == "model"
-                    ):
-                        deltas.add(message.id, message_text(message))
-                    if deltas.due():
-                        await self._flush_deltas(claimed.run_id, deltas)
-                    continue
-                await self._flush_deltas(claimed.run_id, deltas)
-                if mode == "custom":
-                    if isinstance(chunk, dict) and chunk.get("type"):
-                        await self._event(claimed.run_id, str(chunk["type"]), chunk)
-                    continue
-                for node, update in (chunk or {}).items():
-                    if node == "__interrupt__":
-                        values = [getattr(i, "value", i) for i in update]
-                        interrupt = _json_safe(values[0] if len(values) == 1 else values)
-                        continue
-                    await self._persist_update(claimed, update)
-        except LeaseLost:
-            raise
-        except Exception as exc:
-            log.warning("run_failed", run_id=str(claimed.run_id), error=repr(exc)[:2000])
-            return RunStatus.FAILED, public_error(exc), None
+            waiting: frozenset[str] = frozenset()
+        else:
+            waiting = await self._pending_interrupt_ids(config)
+        graph_input = claimed.graph_input
+        retries = 0
+        while True:
+            try:
+                interrupt = await self._stream_run(claimed, graph_input, config)
+                break
+            except LeaseLost:
+                raise
+            except Exception as exc:
+                failure: BaseException = exc
+                if retries < DATABASE_RETRIES and is_connection_error(exc):
+                    retries += 1
+                    log.warning(
+                        "run_database_lost",
+                        run_id=str(claimed.run_id),
+                        retry=retries,
+                        error=type(exc).__name__,
+                    )
+                    try:
+                        again, graph_input, interrupt = await self._resume_point(
+                            claimed, config, waiting
+                        )
+                    except LeaseLost:
+                        raise
+                    except Exception as still:
+                        failure = still
+                    else:
+                        if again:
+                            continue
+                        break
+                error = classify_run_error(failure)
+                log.warning(
+                    "run_failed",
+                    run_id=str(claimed.run_id),
+                    error_code=error.code,
+                    **error_log_fields(failure),
+                )
+                return RunStatus.FAILED, error, None
         if interrupt is not None:
             return RunStatus.INTERRUPTED, None, interrupt
         await self._prune_checkpoints(claimed.conversation_id, claimed.run_id)
         return RunStatus.COMPLETED, None, None
+
+    async def _stream_run(
+        self, claimed: ClaimedRun, graph_input: Any, config: RunnableConfig
+    ) -> dict[str, Any] | None:
+        """Stream the graph, persisting messages and events; the pending interrupt, if any."""
+        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
+        interrupt: dict[str, Any] | None = None
+        deltas = DeltaBuffer()
+        async for mode, chunk in self._stream(self.runtime.graph, graph_input, config, context):
+            if mode == "messages":
+                message, meta = chunk
+                if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
+                    deltas.add(message.id, message_text(message))
+                if deltas.due():
+                    await self._flush_deltas(claimed.run_id, deltas)
+                continue
+            await self._flush_deltas(claimed.run_id, deltas)
+            if mode == "custom":
+                if isinstance(chunk, dict) and chunk.get("type"):
+                    await self._event(claimed.run_id, str(chunk["type"]), chunk)
+                continue
+            for node, update in (chunk or {}).items():
+                if node == "__interrupt__":
+                    interrupt = interrupt_payload(update)
+                    continue
+                await self._persist_update(claimed, update)
+        return interrupt
+
+    async def _pending_interrupt_ids(self, config: RunnableConfig) -> frozenset[str]:
+        snapshot = await self.runtime.graph.aget_state(config)
+        return frozenset(str(i.id) for i in snapshot.interrupts)
+
+    async def _resume_point(
+        self, claimed: ClaimedRun, config: RunnableConfig, waiting: frozenset[str]
+    ) -> tuple[bool, Any, dict[str, Any] | None]:
+        """After a lost connection: where the run goes on, from the last saved checkpoint.
+
+        Returns ``(again, graph_input, interrupt)``. Messages the graph produced but the outage
+        kept out of the history are stored first (idempotent on their ids). Steps whose
+        checkpoint was not written run again (LangGraph keeps the writes of finished tasks).
+        """
+        snapshot = await self._wait_for_database(claimed.run_id, config)
+        view = list((snapshot.values or {}).get("messages", []))
+        await self._persist_update(claimed, {"messages": view})
+        pending = snapshot.interrupts
+        if isinstance(claimed.graph_input, Command):
+            if pending and {str(i.id) for i in pending} == waiting:
+                return True, claimed.graph_input, None  # the answer was not consumed yet
+        else:
+            [human] = claimed.graph_input["messages"]
+            if not any(m.id == human.id for m in view):
+                return True, claimed.graph_input, None  # the input itself was never saved
+        if pending:
+            return False, None, interrupt_payload(pending)  # reached a new interrupt
+        if snapshot.next:
+            return True, None, None  # go on from the last checkpoint
+        return False, None, None  # the graph had finished
+
+    async def _wait_for_database(self, run_id: uuid.UUID, config: RunnableConfig) -> Any:
+        """The thread's state snapshot once both pools answer again (and the lease is still
+        ours); re-raises the connection error after ``lease_seconds`` of waiting."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.lease_seconds
+        delay = 0.1
+        self.waiting_for_database.add(run_id)
+        try:
+            while True:
+                try:
+                    async with self.sessions() as session, session.begin():
+                        await self._assert_lease(session, run_id)
+                    return await self.runtime.graph.aget_state(config)
+                except LeaseLost:
+                    raise
+                except Exception as exc:
+                    if not is_connection_error(exc) or loop.time() >= deadline:
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        finally:
+            self.waiting_for_database.discard(run_id)
 
     async def _prune_checkpoints(self, conversation_id: uuid.UUID, run_id: uuid.UUID) -> None:
         """Each step stores a full copy of the state; keep only the latest once the turn is done.
@@ -515,7 +626,7 @@ class RunWorker:
         self,
         claimed: ClaimedRun,
         status: RunStatus,
-        error: str | None,
+        error: RunError | None,
         interrupt: dict[str, Any] | None,
     ) -> None:
         async with self.sessions() as session, session.begin():
@@ -524,8 +635,13 @@ class RunWorker:
             if run is None or run.status != RunStatus.RUNNING or run.lease_holder != self.holder:
                 return  # recovered or cancelled meanwhile: the other party wrote the outcome
             if run.cancel_requested and status != RunStatus.COMPLETED:
-                status, error = RunStatus.CANCELLED, "cancelled by request"
-            fields: dict[str, Any] = {"status": status, "error": error, "interrupt": interrupt}
+                status, error = RunStatus.CANCELLED, CANCELLED
+            fields: dict[str, Any] = {
+                "status": status,
+                "error": error.message if error else None,
+                "error_code": error.code if error else None,
+                "interrupt": interrupt,
+            }
             if status == RunStatus.INTERRUPTED:
                 fields["lease_holder"] = None
                 fields["lease_expires_at"] = None
@@ -537,7 +653,8 @@ class RunWorker:
                 "status",
                 {
                     "status": status.value,
-                    "error": error,
+                    "error": error.message if error else None,
+                    "error_code": error.code if error else None,
                     "interrupt": interrupt,
                     "final": status != RunStatus.INTERRUPTED,
                 },
@@ -551,10 +668,12 @@ class RunWorker:
                 return
             if run.lease_holder != self.holder and not run.cancel_requested:
                 return
+            error = CANCELLED if run.cancel_requested else WORKER_STOPPED
             await runs.set_fields(
                 claimed.run_id,
                 status=RunStatus.CANCELLED if run.cancel_requested else RunStatus.FAILED,
-                error="cancelled by request" if run.cancel_requested else "worker stopped",
+                error=error.message,
+                error_code=error.code,
                 finished_at=func.now(),
             )
             await RunEventRepository(session).append(
@@ -562,6 +681,8 @@ class RunWorker:
                 "status",
                 {
                     "status": "cancelled" if run.cancel_requested else "failed",
+                    "error": error.message,
+                    "error_code": error.code,
                     "final": True,
                 },
             )

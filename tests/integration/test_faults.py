@@ -341,10 +341,12 @@ async def test_db_connection_lost_during_compress_writes_nothing(
 
 def assert_clean_503(resp: httpx.Response) -> None:
     assert resp.status_code == 503, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
     assert resp.json() == {
-        "error": "unavailable",
-        "detail": "the database connection was lost before the request completed; retry it",
+        "error": "database_unavailable",
+        "detail": "the database is unreachable or the connection was lost; retry the request",
     }
+    assert resp.headers["retry-after"] == "2"
     assert "Traceback" not in resp.text and "asyncpg" not in resp.text
 
 

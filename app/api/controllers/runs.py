@@ -33,6 +33,7 @@ def run_out(r: AgentRun) -> RunOut:
         request_id=r.request_id,
         status=r.status.value,
         error=r.error,
+        error_code=r.error_code,
         interrupt=r.interrupt,
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,

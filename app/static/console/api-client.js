@@ -259,6 +259,7 @@ async function request(config, op, args, options) {
  * @property {string} request_id uuid
  * @property {string} status
  * @property {(string | null)} [error]
+ * @property {(string | null)} [error_code]
  * @property {(Record<string, any> | null)} [interrupt]
  * @property {number} [input_tokens] default 0
  * @property {number} [output_tokens] default 0
@@ -322,6 +323,7 @@ async function request(config, op, args, options) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -339,6 +341,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -360,6 +363,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 409 thread_busy / invalid_state
  * @throws {ApiError} 422 nothing_to_compress / not_supported
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function compressContext(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/context/compress", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -374,6 +378,7 @@ export function compressContext(config, args = {}, options = {}) {
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -391,6 +396,7 @@ export function createThread(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -407,6 +413,7 @@ export function deleteThread(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -423,6 +430,7 @@ export function getAgentState(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -439,6 +447,7 @@ export function getRun(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -469,6 +478,7 @@ export function health(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -486,6 +496,7 @@ export function listMessages(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -501,6 +512,7 @@ export function listRuns(config, args = {}, options = {}) {
  * @returns {Promise<ThreadPage>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
@@ -519,6 +531,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
  * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -535,6 +548,7 @@ export function postMessage(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -564,6 +578,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -581,6 +596,7 @@ export function resumeRun(config, args = {}, options = {}) {
  * @returns {Promise<KbSearchOut>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -600,6 +616,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function streamRunEvents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after"], "hasBody": false, "auth": true}, args, options);

@@ -41,6 +41,13 @@ class ValidationFailed(DomainError):
     status_code = 400
 
 
+class InvalidToolArguments(DomainError):
+    """Well-formed request, but edited tool arguments do not fit the tool's schema."""
+
+    code = "validation_error"
+    status_code = 422
+
+
 class NotSupported(DomainError):
     code = "not_supported"
     status_code = 422

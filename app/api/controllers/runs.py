@@ -109,7 +109,13 @@ class RunController(Controller):
         "/{run_id:uuid}/resume",
         operation_id="ResumeRun",
         status_code=HTTP_200_OK,
-        responses=errors(400, 401, 404, 409),
+        responses=errors(400, 401, 404, 409, 422),
+        description=(
+            "Answer an interrupted run, one decision per pending tool call: approve, reject "
+            "(optional message), edit (args, checked against the tool's schema: 422 "
+            "validation_error), or respond (message returned as the tool's result; the tool "
+            "does not run). A decision the interrupt does not allow is 400."
+        ),
     )
     async def resume_run(
         self,

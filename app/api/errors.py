@@ -133,6 +133,7 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
         422: "nothing_to_compress / not_supported / validation_error (edited tool arguments)",
         502: "compression_failed: the summarizer failed; nothing was written",
         503: "database_unavailable: the database cannot be reached right now; retry later",
+        507: "workdir_unavailable: the Workdir could not be written; nothing was changed",
     }
     return {
         c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))

@@ -60,6 +60,13 @@ class CompressionFailed(DomainError):
     status_code = 502
 
 
+class WorkdirUnavailable(DomainError):
+    """Offloading was needed but the Workdir could not be written (full, read-only, blocked)."""
+
+    code = "workdir_unavailable"
+    status_code = 507
+
+
 class ServiceUnavailable(DomainError):
     code = "unavailable"
     status_code = 503

@@ -67,8 +67,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """Malformed HTTP (bad request line, header syntax...): our JSON error, then close."""
-        self._disarm_header_timer()
-        self.logger.warning(msg)
+        self._disarm_header_timer()  # uvicorn has already logged ``msg``
         self.transport.write(
             _raw_response(400, "Bad Request", "validation_error", "malformed HTTP request")
         )

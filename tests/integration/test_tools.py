@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -26,8 +26,28 @@ from tests.support.openai_server import OpenAICompatibleServer
 pytestmark = pytest.mark.integration
 
 
-class SearchBackend:
-    """A real loopback HTTP server speaking SearxNG's GET /search?format=json and Tavily's POST."""
+class LoopbackServer:
+    """A real HTTP server on 127.0.0.1 (ephemeral port) running ``handler`` in a thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SearchBackend(LoopbackServer):
+    """Speaks SearxNG's GET /search?format=json and Tavily's POST."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -80,20 +100,7 @@ class SearchBackend:
                     }
                 )
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
-
-    def __enter__(self) -> SearchBackend:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
@@ -186,8 +193,8 @@ async def test_read_workdir_file_pages_and_refuses_escapes(clean_db: str, tmp_pa
         await engine.dispose()
 
 
-class BrokenSearchBackend:
-    """A real loopback search API that fails: HTTP 500 echoing internals, then a dropped
+class BrokenSearchBackend(LoopbackServer):
+    """A search API that fails: HTTP 500 echoing internals, then a dropped
     connection with no response at all."""
 
     SECRET = "internal-search.corp:9200 key=sk-leaked-1234"
@@ -214,20 +221,7 @@ class BrokenSearchBackend:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
-
-    def __enter__(self) -> BrokenSearchBackend:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 async def test_failing_web_search_is_an_error_tool_message_not_a_failed_run(

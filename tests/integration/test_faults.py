@@ -262,7 +262,7 @@ async def test_workdir_full_in_a_worker_process_keeps_full_results(
             stderr=subprocess.PIPE,
         )
         try:
-            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=60)
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=180)
         finally:
             proc.terminate()
             _, err = await asyncio.to_thread(proc.communicate, timeout=30)

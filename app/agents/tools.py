@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.context import AgentContext
 from app.agents.workdir import Workdir, WorkdirError
 from app.config import Settings
+from app.db.errors import is_connection_error
 from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
 
 QUERY_KB = "query_kb"
@@ -162,9 +163,15 @@ def _failure(exc: Exception) -> str:
     return type(exc).__name__
 
 
-def tool_error_content(exc: Exception, request: ToolCallRequest) -> str:
+def tool_error_content(exc: Exception, request: ToolCallRequest) -> str | None:
     """A tool that raised becomes an error ToolMessage for the model instead of failing the run
-    (``ToolErrorMiddleware``'s handler). The full error goes to the server log only."""
+    (``ToolErrorMiddleware``'s handler). The full error goes to the server log only.
+
+    Except a lost database connection: it propagates (``None``) so the worker retries the run's
+    step once the database is back, instead of telling the model the tool failed.
+    """
+    if is_connection_error(exc):
+        return None
     name = request.tool.name if request.tool else request.tool_call["name"]
     log.warning("tool_failed", tool=name, error=repr(exc)[:2000])
     return (

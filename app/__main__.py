@@ -18,6 +18,7 @@ from app.logging import configure_logging
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from app.http_server import server_config
     from app.main import create_app
 
     settings = load_settings()
@@ -31,7 +32,7 @@ def _serve(args: argparse.Namespace) -> None:
     if overrides:
         settings = msgspec.structs.replace(settings, **overrides)
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
+    uvicorn.Server(server_config(app, settings)).run()
 
 
 def _migrate(_: argparse.Namespace) -> None:

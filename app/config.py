@@ -7,10 +7,14 @@ database URL, which also honours the conventional ``DATABASE_URL``. See README a
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import msgspec
+
+#: What an API key may contain: visible ASCII, as in a bearer token.
+_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,6 +37,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: ``principal:key`` pairs, comma separated. The principal owns the threads created with the key.
     api_keys: str = "dev:dev-key"
     max_request_bytes: int = 1_048_576
+    #: Idle seconds before a keep-alive connection between requests is closed.
+    http_keep_alive_seconds: float = 5.0
+    #: Seconds a connection may take to send a complete request head; slower ones are closed.
+    http_header_timeout_seconds: float = 10.0
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -93,6 +101,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "db_pool_timeout_seconds",
             "max_request_bytes",
             "lock_timeout_ms",
+            "http_keep_alive_seconds",
+            "http_header_timeout_seconds",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -108,7 +118,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         self.api_key_map()
 
     def api_key_map(self) -> dict[str, str]:
-        """key -> principal."""
+        """key -> principal. A key must be presentable as a bearer token (visible ASCII) and
+        name one principal: a key listed twice is refused rather than silently re-owned."""
         result: dict[str, str] = {}
         for pair in self.api_keys.split(","):
             pair = pair.strip()
@@ -117,6 +128,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             principal, sep, key = pair.partition(":")
             if not sep or not principal or not key:
                 raise ValueError("THREADKEEPER_API_KEYS entries must look like principal:key")
+            if not _TOKEN.fullmatch(key):
+                raise ValueError(
+                    f"THREADKEEPER_API_KEYS: the key of principal {principal!r} must be "
+                    "visible ASCII without spaces"
+                )
+            if key in result:
+                raise ValueError(
+                    f"THREADKEEPER_API_KEYS lists one key twice (principals {result[key]!r} and "
+                    f"{principal!r}); every key must name exactly one principal"
+                )
             result[key] = principal
         return result
 

@@ -164,6 +164,7 @@ async def build_container(
             on_resumed=wake,
             on_cancel=worker.cancel_local if run_in_process else None,
             notifier=notifier,
+            tools=agent.tools,
         ),
         kb=KnowledgeBaseService(sessions),
         agent_state=AgentStateService(sessions, agent),

@@ -23,6 +23,7 @@ from app.api.controllers.knowledge_base import KnowledgeBaseController
 from app.api.controllers.runs import RunController, ThreadRunsController
 from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS
+from app.api.json_guard import GuardedRequest
 from app.api.schemas import HealthOut
 from app.config import Settings, load_settings
 from app.container import Container, build_container
@@ -143,6 +144,7 @@ def create_app(
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_id_middleware],
         request_max_body_size=settings.max_request_bytes,
+        request_class=GuardedRequest,
         state=State({"authority": ApiKeyAuthority(settings.api_key_map()), "settings": settings}),
         openapi_config=OpenAPIConfig(
             title="Threadkeeper",

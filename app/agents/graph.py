@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import HumanInTheLoopMiddleware, ToolErrorMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
@@ -17,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from app.agents.context import AgentContext
 from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
+from app.agents.tools import tool_error_content
 
 #: What this agent can do beyond chatting; the state endpoint reports it.
 DEFAULT_CAPABILITIES: dict[str, bool] = {"manual_compression": True}
@@ -56,6 +57,9 @@ def build_agent_runtime(
     }
     if gated:
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=gated))
+    # Innermost: a tool that raises answers the model with an error ToolMessage (sanitized);
+    # interrupts and other graph signals still propagate.
+    middleware.append(ToolErrorMiddleware(on_error=tool_error_content))
     system_message = SystemMessage(content=system_prompt)
     graph = create_agent(
         model=model,

@@ -31,6 +31,8 @@ _TEXT_KEYS = ("content", "text", "page_content", "snippet", "chunk", "body")
 _MAX_TITLE_CHARS = 300
 _MIN_SNIPPET_CHARS = 60
 _MAX_SNIPPET_CHARS = 1_200
+#: Characters a snippet line costs beyond its text: indent, newline, "... (+N chars)".
+_SNIPPET_OVERHEAD = 24
 _WS = re.compile(r"\s+")
 
 
@@ -241,14 +243,57 @@ def structured_preview(
         answer_budget = min(len(parsed.answer), max(remaining // 4, 200))
         lines.append(f"answer: {_clip(parsed.answer, answer_budget)}")
         remaining = max(remaining - answer_budget - 10, 0)
-    with_text = [item for item in items if item.text]
-    per_item = remaining // len(with_text) - 8 if with_text else 0
-    per_item = min(per_item, _MAX_SNIPPET_CHARS)
-    for meta_line, item in zip(meta, items, strict=True):
+    budgets = snippet_budgets(items, remaining)
+    for meta_line, item, chars in zip(meta, items, budgets, strict=True):
         lines.append(meta_line)
-        if item.text and per_item >= _MIN_SNIPPET_CHARS:
-            lines.append(f"    > {_clip(item.text, per_item)}")
+        if chars:
+            lines.append(f"    > {_clip(item.text, chars)}")
     return "\n".join(lines)
+
+
+def _relevance(item: _Item) -> float | None:
+    """The item's primary score as "higher is better" (``distance`` is inverted), if numeric."""
+    if not item.scores:
+        return None
+    key, value = item.scores[0]
+    try:
+        score = float(value)
+    except ValueError:
+        return None
+    if score != score:  # NaN ranks like no score at all
+        return None
+    return -score if key == "distance" else score
+
+
+def snippet_budgets(items: list[_Item], remaining: int) -> list[int]:
+    """Characters of text snippet per item (0: metadata only), in the items' order.
+
+    Splitting the budget evenly over every result dropped all snippets once each share fell
+    under ``_MIN_SNIPPET_CHARS`` (the default settings with 8 knowledge-base hits). Instead, as
+    many results as the budget allows get a snippet of at least that size, best-scored first
+    (items without a numeric score after scored ones, in their order); short texts take only what
+    they need and leave the rest to the others; no snippet exceeds ``_MAX_SNIPPET_CHARS``.
+    """
+    budgets = [0] * len(items)
+    with_text = [i for i, item in enumerate(items) if item.text]
+    room = _MIN_SNIPPET_CHARS + _SNIPPET_OVERHEAD
+    fit = min(len(with_text), max(remaining, 0) // room)
+    if fit == 0:
+        return budgets
+
+    def rank(index: int) -> tuple[int, float, int]:
+        relevance = _relevance(items[index])
+        return (relevance is None, -(relevance or 0.0), index)
+
+    chosen = sorted(with_text, key=rank)[:fit]
+    lengths = {i: len(_WS.sub(" ", items[i].text).strip()) for i in chosen}
+    left = remaining
+    # Shortest first, so what a short text leaves unused is shared among the longer ones.
+    for position, index in enumerate(sorted(chosen, key=lambda i: (lengths[i], i))):
+        share = left // (fit - position) - _SNIPPET_OVERHEAD
+        budgets[index] = max(min(lengths[index], share, _MAX_SNIPPET_CHARS), 0)
+        left -= budgets[index] + _SNIPPET_OVERHEAD
+    return budgets
 
 
 def build_preview(

@@ -6,19 +6,25 @@ import json
 from typing import Any
 
 import httpx
+import structlog
+from langchain.agents.middleware import ToolCallRequest
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, tool
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.context import AgentContext
 from app.agents.workdir import Workdir, WorkdirError
 from app.config import Settings
+from app.db.errors import is_connection_error
 from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
 
 QUERY_KB = "query_kb"
 WEB_SEARCH = "web_search"
 READ_WORKDIR_FILE = "read_workdir_file"
 MAX_READ_CHARS = 20_000
+
+log = structlog.get_logger(__name__)
 
 
 def kb_payload(query: str, hits: list[KbHit]) -> dict[str, Any]:
@@ -98,6 +104,18 @@ def build_tools(
 
 
 def _web_search_tool(settings: Settings) -> BaseTool:
+    # An empty key used to be sent as "Bearer " (an illegal header: every call failed).
+    auth = (
+        {"Authorization": f"Bearer {settings.web_search_api_key}"}
+        if settings.web_search_api_key
+        else {}
+    )
+    if settings.web_search_kind == "tavily" and not auth:
+        log.warning(
+            "web_search_without_api_key",
+            hint="THREADKEEPER_WEB_SEARCH_API_KEY is empty: requests carry no Authorization",
+        )
+
     @tool(WEB_SEARCH)
     async def web_search(query: str, max_results: int = 5) -> str:
         """Search the web. Returns JSON with query and results (title, url, content, score)."""
@@ -107,7 +125,7 @@ def _web_search_tool(settings: Settings) -> BaseTool:
                 resp = await client.post(
                     settings.web_search_url,
                     json={"query": query, "max_results": max_results},
-                    headers={"Authorization": f"Bearer {settings.web_search_api_key}"},
+                    headers=auth,
                 )
             else:
                 resp = await client.get(
@@ -127,3 +145,36 @@ def _web_search_tool(settings: Settings) -> BaseTool:
         return json.dumps({"query": query, "results": results}, ensure_ascii=False)
 
     return web_search
+
+
+def _failure(exc: Exception) -> str:
+    """What went wrong, in words safe to show the model (and the user): no URLs, hosts, keys
+    or driver messages, which the exception text may carry."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"the backend answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx.TimeoutException):
+        return "the backend did not answer in time"
+    if isinstance(exc, httpx.TransportError):
+        return "the backend could not be reached"
+    if isinstance(exc, SQLAlchemyError):
+        return "a database error"
+    if isinstance(exc, ValueError):  # e.g. a backend answering something that is not JSON
+        return f"an unexpected response or input ({type(exc).__name__})"
+    return type(exc).__name__
+
+
+def tool_error_content(exc: Exception, request: ToolCallRequest) -> str | None:
+    """A tool that raised becomes an error ToolMessage for the model instead of failing the run
+    (``ToolErrorMiddleware``'s handler). The full error goes to the server log only.
+
+    Except a lost database connection: it propagates (``None``) so the worker retries the run's
+    step once the database is back, instead of telling the model the tool failed.
+    """
+    if is_connection_error(exc):
+        return None
+    name = request.tool.name if request.tool else request.tool_call["name"]
+    log.warning("tool_failed", tool=name, error=repr(exc)[:2000])
+    return (
+        f"Error: the {name} tool failed ({_failure(exc)}); no result. "
+        "Continue without it, or try again later."
+    )

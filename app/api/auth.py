@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from typing import Any
 
 from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
+
+#: Exactly ``Bearer <token>``: the scheme (case-insensitive, RFC 9110), ONE ASCII space and a
+#: token of visible ASCII. No tabs, no double spaces, no trailing NBSP silently stripped.
+BEARER = re.compile(r"Bearer ([\x21-\x7e]+)", re.ASCII | re.IGNORECASE)
 
 
 class ApiKeyAuthority:
@@ -20,12 +25,10 @@ class ApiKeyAuthority:
         ]
 
     def principal_for(self, header: str | None) -> str | None:
-        if not header:
+        match = BEARER.fullmatch(header or "")
+        if match is None:
             return None
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
-        digest = hashlib.sha256(token.strip().encode()).digest()
+        digest = hashlib.sha256(match.group(1).encode()).digest()
         found: str | None = None
         for candidate, principal in self._digests:
             # No early exit: every key is compared, so timing does not reveal which one matched.

@@ -130,9 +130,10 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
         404: "not_found: no such resource for this principal",
         409: "thread_busy / invalid_state",
         413: "payload_too_large",
-        422: "nothing_to_compress / not_supported",
+        422: "nothing_to_compress / not_supported / validation_error (edited tool arguments)",
         502: "compression_failed: the summarizer failed; nothing was written",
         503: "database_unavailable: the database cannot be reached right now; retry later",
+        507: "workdir_unavailable: the Workdir could not be written; nothing was changed",
     }
     return {
         c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))

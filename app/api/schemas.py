@@ -107,9 +107,13 @@ class RunList(msgspec.Struct, kw_only=True):
 
 
 class Decision(Strict):
-    """One answer per pending tool call, in the order the interrupt listed them."""
+    """One answer per pending tool call, in the order the interrupt listed them.
 
-    type: Literal["approve", "reject", "edit"]
+    ``respond`` skips the tool and returns ``message`` to the model as the tool's result.
+    """
+
+    type: Literal["approve", "reject", "edit", "respond"]
+    #: ``reject``: the reason given to the model; ``respond``: the tool result (required).
     message: str | None = None
     #: For ``edit``: the replacement arguments of the tool call.
     args: dict[str, Any] | None = None

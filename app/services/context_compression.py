@@ -24,7 +24,13 @@ from app.agents.middlewares import summary as summary_mw
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.services.agent_state import busy_reason
-from app.services.errors import CompressionFailed, NothingToCompress, NotSupported, ThreadBusy
+from app.services.errors import (
+    CompressionFailed,
+    NothingToCompress,
+    NotSupported,
+    ThreadBusy,
+    WorkdirUnavailable,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +73,17 @@ class ContextCompressionService:
                     tools=self.agent.tools,
                     force=True,
                     reason="manual",
+                    require_offload=True,
                 )
+            except summary_mw.WorkdirUnavailable as exc:
+                # Not "history too short": there was work to do and the Workdir refused it.
+                log.warning(
+                    "manual_compression_workdir_unavailable",
+                    thread_id=str(thread_id),
+                    reason=exc.reason,
+                    failed=exc.failed,
+                )
+                raise WorkdirUnavailable(str(exc)) from exc
             except summary_mw.NothingToCompress as exc:
                 raise NothingToCompress(str(exc)) from exc
             except summary_mw.SummaryError as exc:

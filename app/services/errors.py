@@ -41,6 +41,13 @@ class ValidationFailed(DomainError):
     status_code = 400
 
 
+class InvalidToolArguments(DomainError):
+    """Well-formed request, but edited tool arguments do not fit the tool's schema."""
+
+    code = "validation_error"
+    status_code = 422
+
+
 class NotSupported(DomainError):
     code = "not_supported"
     status_code = 422
@@ -51,6 +58,13 @@ class CompressionFailed(DomainError):
 
     code = "compression_failed"
     status_code = 502
+
+
+class WorkdirUnavailable(DomainError):
+    """Offloading was needed but the Workdir could not be written (full, read-only, blocked)."""
+
+    code = "workdir_unavailable"
+    status_code = 507
 
 
 class ServiceUnavailable(DomainError):

@@ -5,41 +5,73 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import AgentRun, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunEventRepository, RunRepository
-from app.services.errors import InvalidState, NotFound, ValidationFailed
+from app.services.errors import InvalidState, InvalidToolArguments, NotFound, ValidationFailed
 from app.services.run_errors import CANCELLED
 from app.services.run_events import RunEventNotifier, wait_event
 
 
 @dataclass(frozen=True, slots=True)
 class ReviewDecision:
-    """A human's answer to one pending tool call."""
+    """A human's answer to one pending tool call.
 
-    type: Literal["approve", "reject", "edit"]
+    ``respond``: the tool is not run; ``message`` is returned to the model as its (successful)
+    result, e.g. the human answering a question the agent meant to look up.
+    """
+
+    type: Literal["approve", "reject", "edit", "respond"]
     message: str | None = None
     args: dict[str, Any] | None = None
 
 
+def _args_errors(tool: BaseTool | None, args: dict[str, Any]) -> str | None:
+    """Why ``args`` do not fit the tool's call schema (what the model is shown), or None."""
+    schema = tool.tool_call_schema if tool is not None else None
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None  # no Pydantic schema to check against: the tool validates when it runs
+    try:
+        schema.model_validate(args)
+    except PydanticValidationError as exc:
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in exc.errors()
+        )
+    return None
+
+
 def hitl_decisions(
-    interrupt: dict[str, Any] | None, decisions: Sequence[ReviewDecision]
+    interrupt: dict[str, Any] | None,
+    decisions: Sequence[ReviewDecision],
+    tools: Mapping[str, BaseTool] | None = None,
 ) -> dict[str, Any]:
-    """Our API decisions -> langchain HumanInTheLoopMiddleware's resume payload, validated."""
+    """Our API decisions -> langchain HumanInTheLoopMiddleware's resume payload, validated here
+    (at resume time) so the run never resumes into a decision the middleware would refuse or
+    a tool call whose edited arguments cannot bind."""
     actions = list((interrupt or {}).get("action_requests") or [])
+    configs = list((interrupt or {}).get("review_configs") or [])
     if len(decisions) != len(actions):
         raise ValidationFailed(
             f"expected {len(actions)} decision(s), one per pending tool call, got {len(decisions)}"
         )
     out: list[dict[str, Any]] = []
-    for decision, action in zip(decisions, actions, strict=True):
+    for index, (decision, action) in enumerate(zip(decisions, actions, strict=True)):
+        allowed = configs[index].get("allowed_decisions") if index < len(configs) else None
+        if allowed and decision.type not in allowed:
+            raise ValidationFailed(
+                f"decision {index}: {decision.type!r} is not allowed for {action['name']} "
+                f"(allowed: {', '.join(allowed)})"
+            )
         if decision.type == "approve":
             out.append({"type": "approve"})
         elif decision.type == "reject":
@@ -47,9 +79,18 @@ def hitl_decisions(
             if decision.message:
                 item["message"] = decision.message
             out.append(item)
+        elif decision.type == "respond":
+            if not decision.message:
+                raise ValidationFailed(f"decision {index}: a respond decision needs a message")
+            out.append({"type": "respond", "message": decision.message})
         else:
             if decision.args is None:
                 raise ValidationFailed("an edit decision needs args")
+            problem = _args_errors((tools or {}).get(action["name"]), decision.args)
+            if problem is not None:
+                raise InvalidToolArguments(
+                    f"decision {index}: the edited arguments do not fit {action['name']}: {problem}"
+                )
             out.append(
                 {"type": "edit", "edited_action": {"name": action["name"], "args": decision.args}}
             )
@@ -64,8 +105,11 @@ class RunService:
         on_resumed: Callable[[], None] | None = None,
         on_cancel: Callable[[uuid.UUID], None] | None = None,
         notifier: RunEventNotifier | None = None,
+        tools: Sequence[BaseTool] = (),
     ) -> None:
         self.sessions = sessions
+        #: The agent's tools by name: edited tool arguments are checked against their schema.
+        self.tools = {t.name: t for t in tools}
         self.notifier = notifier
         self.lock_timeout_ms = lock_timeout_ms
         self.on_resumed = on_resumed
@@ -140,7 +184,7 @@ class RunService:
             assert run is not None
             if run.status != RunStatus.INTERRUPTED:
                 raise InvalidState(f"run is {run.status.value}, not interrupted")
-            payload = hitl_decisions(run.interrupt, decisions)
+            payload = hitl_decisions(run.interrupt, decisions, self.tools)
             await runs.set_fields(
                 run_id,
                 status=RunStatus.RUNNING,

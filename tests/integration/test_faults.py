@@ -180,11 +180,51 @@ async def test_workdir_blocked_keeps_full_results_and_runs_complete(
         assert_full_view(st, await messages(h, tid))
         assert blocker.read_text() == "not a directory"
 
-        # Manual compression has nothing it can do either, and writes nothing.
+        # The operator sees why nothing was offloaded: the compression events say so.
+        events = [e for r in await h.run_ids(tid) for e in await h.sse_events(r)]
+        compression = [e["data"] for e in events if e["event"] == "compression"]
+        assert compression, events
+        for e in compression:
+            assert e["offloaded"] == 0 and e["offload_failed"] >= 1
+            assert e["offload_error"] == "workdir_unavailable: EEXIST (File exists)"
+
+        # Manual compression: offloading was needed and failed. Not "history too short" (422),
+        # but 507 workdir_unavailable, and nothing is written.
         ckpt = await current_checkpoint(h, tid)
         resp = await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
-        assert resp.status_code == 422 and resp.json()["error"] == "nothing_to_compress"
+        assert resp.status_code == 507, resp.text
+        assert resp.json()["error"] == "workdir_unavailable"
+        assert "could not be written (EEXIST" in resp.json()["detail"]
+        assert str(h.container.settings.workdir_path) not in resp.json()["detail"]
         assert await current_checkpoint(h, tid) == ckpt
+        assert_full_view(await state(h, tid), await messages(h, tid))
+
+
+async def test_workdir_blocked_summary_states_why_nothing_was_offloaded(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """When summarizing can still bring the request under the threshold, it does, and the
+    summary records that the large results could not be offloaded (and why)."""
+    async with app_factory(**{**UNWRITABLE, "summary_keep_recent_tokens": 200}) as h:
+        await seed_kb(h)
+        tid = await new_thread(h)
+        (h.container.settings.workdir_path / tid).write_text("not a directory")
+        await run_turns(h, tid, ["how does a lease expire?", "what renews the heartbeat?"])
+
+        st = await state(h, tid)
+        assert st["summary"]["present"] is True
+        assert not any(m["offload"] for m in st["messages"])
+        agent = h.container.agent
+        snap = await agent.graph.aget_state(agent.config_for(tid))
+        summary = snap.values["messages"][0]
+        assert summary.additional_kwargs["threadkeeper"]["offload_failed"]["reason"] == (
+            "EEXIST (File exists)"
+        )
+        events = [e for r in await h.run_ids(tid) for e in await h.sse_events(r)]
+        summarized = [
+            e["data"] for e in events if e["event"] == "compression" and e["data"]["summarized"]
+        ]
+        assert summarized and all(e["offload_failed"] >= 1 for e in summarized)
 
 
 async def test_workdir_full_in_a_worker_process_keeps_full_results(
@@ -222,7 +262,7 @@ async def test_workdir_full_in_a_worker_process_keeps_full_results(
             stderr=subprocess.PIPE,
         )
         try:
-            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=60)
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=180)
         finally:
             proc.terminate()
             _, err = await asyncio.to_thread(proc.communicate, timeout=30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -76,6 +77,65 @@ async def test_interrupt_then_reject_tells_the_model(app_factory: AppFactory) ->
         history = await messages(h, tid)
         tool = [m for m in history if m["role"] == "tool"]
         assert len(tool) == 1 and "not allowed today" in tool[0]["content"]
+
+
+async def test_interrupt_respond_and_edit_decisions_are_checked_at_resume(
+    app_factory: AppFactory,
+) -> None:
+    """The interrupt offered ``respond`` but ResumeRun refused it; edited arguments were only
+    checked when the tool ran. Both are now decided at resume time."""
+    async with app_factory(approval_tools="query_kb") as h:
+        await add_doc(h)
+        tid = await new_thread(h)
+        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)
+        run = await h.wait_for_run(tid, statuses={"interrupted"})
+        offered = run["interrupt"]["review_configs"][0]["allowed_decisions"]
+        assert "respond" in offered and "edit" in offered
+        url = f"/v1/runs/{run['id']}/resume"
+
+        # Edited arguments that cannot bind: 422 with the fields named, and nothing changes.
+        for args, names in [({"limit": "many"}, ["query", "limit"]), ({"query": ["x"]}, ["query"])]:
+            bad = await h.client.post(
+                url, json={"decisions": [{"type": "edit", "args": args}]}, headers=AUTH
+            )
+            assert bad.status_code == 422, bad.text
+            assert bad.json()["error"] == "validation_error"
+            assert all(name in bad.json()["detail"] for name in names), bad.text
+        no_message = await h.client.post(
+            url, json={"decisions": [{"type": "respond"}]}, headers=AUTH
+        )
+        assert no_message.status_code == 400 and no_message.json()["error"] == "validation_error"
+        still = (await h.client.get(f"/v1/runs/{run['id']}", headers=AUTH)).json()
+        assert still["status"] == "interrupted" and still["interrupt"] == run["interrupt"]
+
+        # ``respond``: the human's text is the tool result; the tool itself never runs.
+        answer = "Ask the on-call engineer; leases are 30 seconds here."
+        ok = await h.client.post(
+            url, json={"decisions": [{"type": "respond", "message": answer}]}, headers=AUTH
+        )
+        assert ok.status_code == 200, ok.text
+        done = await h.wait_for_run(tid, statuses={"completed", "failed"})
+        assert done["status"] == "completed", done["error"]
+        tool = [m for m in await messages(h, tid) if m["role"] == "tool"]
+        assert [m["content"] for m in tool] == [answer]
+
+        # A valid edit runs the tool with the reviewer's arguments.
+        await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "heartbeat?"}, headers=AUTH
+        )
+        second = await h.wait_for_run(tid, statuses={"interrupted"}, exclude={run["id"]})
+        edited = await h.client.post(
+            f"/v1/runs/{second['id']}/resume",
+            json={"decisions": [{"type": "edit", "args": {"query": "heartbeat", "limit": 2}}]},
+            headers=AUTH,
+        )
+        assert edited.status_code == 200, edited.text
+        final = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude={run["id"]})
+        assert final["status"] == "completed", final["error"]
+        result = [m for m in await messages(h, tid) if m["role"] == "tool"][-1]
+        # langchain prefixes an edited call's result with a notice, then the tool's own JSON.
+        payload = json.loads(result["content"].split("Tool response:\n", 1)[1])
+        assert payload["query"] == "heartbeat" and payload["count"] >= 1
 
 
 async def test_cancel_interrupted_run_frees_the_thread(app_factory: AppFactory) -> None:

@@ -3,27 +3,51 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
 
 from app.agents.context import AgentContext
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
-from tests.conftest import make_settings
+from tests.conftest import AUTH, AppFactory, make_settings
+from tests.integration.test_agent_runtime import messages, new_thread
+from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = pytest.mark.integration
 
 
-class SearchBackend:
-    """A real loopback HTTP server speaking SearxNG's GET /search?format=json and Tavily's POST."""
+class LoopbackServer:
+    """A real HTTP server on 127.0.0.1 (ephemeral port) running ``handler`` in a thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SearchBackend(LoopbackServer):
+    """Speaks SearxNG's GET /search?format=json and Tavily's POST."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -76,20 +100,7 @@ class SearchBackend:
                     }
                 )
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
-
-    def __enter__(self) -> SearchBackend:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
@@ -180,3 +191,76 @@ async def test_read_workdir_file_pages_and_refuses_escapes(clean_db: str, tmp_pa
         assert "error" in other
     finally:
         await engine.dispose()
+
+
+class BrokenSearchBackend(LoopbackServer):
+    """A search API that fails: HTTP 500 echoing internals, then a dropped
+    connection with no response at all."""
+
+    SECRET = "internal-search.corp:9200 key=sk-leaked-1234"
+
+    def __init__(self) -> None:
+        self.auth_headers: list[str | None] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                owner.auth_headers.append(self.headers.get("authorization"))
+                if len(owner.auth_headers) == 1:
+                    data = json.dumps({"error": owner.SECRET}).encode()
+                    self.send_response(500)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                else:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+
+        super().__init__(Handler)
+
+
+async def test_failing_web_search_is_an_error_tool_message_not_a_failed_run(
+    app_factory: AppFactory,
+) -> None:
+    """Tavily with no key sent ``Bearer `` (illegal header) and any tool exception failed the
+    whole run; now the model gets an error ToolMessage and the turn completes."""
+    with BrokenSearchBackend() as search, OpenAICompatibleServer() as llm:
+        async with app_factory(
+            llm_base_url=llm.base_url,
+            llm_api_key="k",
+            web_search_url=search.url,
+            web_search_kind="tavily",
+            web_search_api_key="",
+        ) as h:
+            llm.enqueue_tool_call("web_search", {"max_results": "many"})  # bad arguments
+            llm.enqueue_tool_call("web_search", {"query": "lease expiry"})
+            llm.enqueue_tool_call("web_search", {"query": "lease expiry again"})
+            llm.enqueue_text("The search backend is down; answering from memory.")
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "search it"}, headers=AUTH
+            )
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"})
+            assert run["status"] == "completed", run["error"]
+            assert search.auth_headers == [None, None]  # no "Bearer " with an empty key
+
+            tools = [m for m in await messages(h, tid) if m["role"] == "tool"]
+            assert [m["tool_name"] for m in tools] == ["web_search"] * 3
+            assert "query" in tools[0]["content"] and "required" in tools[0]["content"].lower()
+            assert "web_search tool failed (the backend answered HTTP 500)" in tools[1]["content"]
+            unreachable = "web_search tool failed (the backend could not be reached)"
+            assert unreachable in tools[2]["content"]
+            # The model saw the errors, sanitized: no backend internals, no URL.
+            sent = [m for m in llm.requests[3]["messages"] if m["role"] == "tool"]
+            assert [m["content"] for m in sent] == [m["content"] for m in tools]
+            for m in tools:
+                assert BrokenSearchBackend.SECRET not in m["content"]
+                assert "127.0.0.1" not in m["content"]
+            snap = await h.container.agent.graph.aget_state(h.container.agent.config_for(tid))
+            statuses = [m.status for m in snap.values["messages"] if isinstance(m, ToolMessage)]
+            assert statuses == ["error", "error", "error"]

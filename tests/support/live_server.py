@@ -18,15 +18,19 @@ from typing import Any
 
 import uvicorn
 
+from app.config import Settings
+from app.http_server import server_config
+
 
 def _server(app: Any) -> uvicorn.Server:
-    config = uvicorn.Config(
+    """The production server configuration (timeouts, protocol) on an ephemeral port."""
+    settings = getattr(getattr(app, "state", None), "settings", None)
+    config = server_config(
         app,
+        settings if isinstance(settings, Settings) else Settings(),
         host="127.0.0.1",
         port=0,
         lifespan="on",
-        log_config=None,
-        access_log=False,
         timeout_graceful_shutdown=5,
     )
     return uvicorn.Server(config)

@@ -35,6 +35,11 @@ def test_environment_and_database_url() -> None:
         ({"THREADKEEPER_HEARTBEAT_SECONDS": "60"}, "HEARTBEAT_SECONDS must be below"),
         ({"THREADKEEPER_API_KEYS": "nokey"}, "principal:key"),
         ({"THREADKEEPER_WEB_SEARCH_KIND": "bing"}, "searxng or tavily"),
+        # One key for two principals: which one owns the threads? Refused, naming the variable.
+        ({"THREADKEEPER_API_KEYS": "alice:k1,bob:k1"}, "THREADKEEPER_API_KEYS lists one key twice"),
+        # A key no client can present as a bearer token (NBSP) is refused too.
+        ({"THREADKEEPER_API_KEYS": "alice:k\xa01"}, "THREADKEEPER_API_KEYS.*visible ASCII"),
+        ({"THREADKEEPER_HTTP_HEADER_TIMEOUT_SECONDS": "0"}, "HEADER_TIMEOUT_SECONDS must be > 0"),
     ],
 )
 def test_bad_settings_are_refused_with_the_setting_named(env: dict[str, str], message: str) -> None:

@@ -5,18 +5,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from app.agents.middlewares.summary import PREVIEW_CHARS_PER_TOKEN, deterministic_pass
 from app.agents.previews import (
     build_preview,
     generic_preview,
     preview_header,
     structured_preview,
 )
+from app.agents.tokens import TokenCounter
+from app.agents.tools import kb_payload
 from app.agents.workdir import OffloadRecord, Workdir
+from app.config import Settings
+from app.repositories.knowledge_base import KbHit
 
 BUDGET = 2400
 
@@ -196,3 +203,100 @@ def test_build_preview_uses_structured_for_known_shapes(tmp_path: Path) -> None:
     assert build_preview("query_kb", text, record, BUDGET) == structured_preview(
         "query_kb", text, record, BUDGET
     )
+
+
+# --- snippets within the budget (issue 10) --------------------------------------------------------
+def kb_hits(n: int = 8) -> str:
+    """What ``query_kb`` returns at its default limit: real ids, 1200-char chunks (the default
+    ``chunk_chars``), highest score first."""
+    sentence = "A worker renews its lease with a heartbeat every few seconds while the run lasts. "
+    hits = [
+        KbHit(
+            chunk_id=1000 + i,
+            document_id=uuid.UUID(int=i + 1),
+            chunk_index=i,
+            title=f"Operations handbook, chapter {i}: leases and heartbeats",
+            source=f"handbook/operations-{i}.md",
+            url=f"https://docs.example.com/operations/{i}#leases",
+            content=f"[{i}] " + (sentence * 20)[:1196],
+            score=round(0.9 - i * 0.07, 4),
+        )
+        for i in range(n)
+    ]
+    return json.dumps(kb_payload("when does a lease expire", hits))
+
+
+def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Path) -> None:
+    """At the defaults every result's share of the budget fell under the 60-char minimum, so
+    the preview kept every id but no text at all."""
+    settings = Settings()
+    text = kb_hits()
+    call = {"name": "query_kb", "args": {"query": "lease"}, "id": "call_kb"}
+    history = [
+        HumanMessage(content="when does a lease expire?", id="h1"),
+        AIMessage(content="", tool_calls=[call], id="a1"),
+        ToolMessage(content=text, tool_call_id="call_kb", name="query_kb", id="t1"),
+    ]
+    view, offloaded = deterministic_pass(
+        history,
+        thread_id="thread",
+        workdir=Workdir(tmp_path),
+        counter=TokenCounter(),
+        preview_tokens=settings.tool_result_preview_tokens,
+    )
+    assert len(offloaded) == 1
+    preview = str(view[2].content)
+    results = json.loads(text)["results"]
+    lines = preview.splitlines()
+    # Every result keeps its identity, in order ...
+    positions = [preview.index(f"id={r['id']} doc_id={r['doc_id']}") for r in results]
+    assert positions == sorted(positions)
+    # ... and the best-scored ones keep a bounded piece of their text, right below their line.
+    snippets = {
+        int(line[1 : line.index("]")]): lines[k + 1][len("    > ") :]
+        for k, line in enumerate(lines)
+        if line.startswith("[") and k + 1 < len(lines) and lines[k + 1].startswith("    > ")
+    }
+    assert len(snippets) >= 2, preview
+    assert sorted(snippets) == list(range(1, len(snippets) + 1))  # scores descend in this list
+    for number, snippet in snippets.items():
+        assert snippet.startswith(f"[{number - 1}] A worker renews its lease"), snippet
+        assert len(snippet) < 1_200
+    assert len(preview) <= settings.tool_result_preview_tokens * PREVIEW_CHARS_PER_TOKEN + 100
+
+
+def test_snippets_go_to_the_best_scored_results_in_original_order(tmp_path: Path) -> None:
+    # A reranked list: positions and scores disagree.
+    scores = [0.2, 0.9, 0.1, 0.8, 0.5, 0.3]
+    payload = {
+        "results": [
+            {"id": f"r{i}", "score": s, "content": f"text of r{i} " + "z" * 800}
+            for i, s in enumerate(scores)
+        ]
+    }
+    text = json.dumps(payload)
+    record = record_for(tmp_path, text)
+    fixed = structured_preview("query_kb", text, record, 0)
+    assert fixed is not None and "    > " not in fixed  # no room: identities only
+    room = len(fixed) + 300  # room for three minimal snippets, not four
+    preview = structured_preview("query_kb", text, record, room)
+    assert preview is not None
+    shown = re.findall(r"> text of (r\d)", preview)
+    assert shown == ["r1", "r3", "r4"]  # the three best, in the list's own order
+    assert len(preview) <= room
+    for i in range(6):
+        assert f"[{i + 1}] id=r{i} " in preview
+
+    # ``distance`` ranks the other way round; short texts leave room for more results.
+    near = [
+        {"id": "far", "distance": 0.9, "content": "far text " * 100},
+        {"id": "near", "distance": 0.1, "content": "near text " * 100},
+        {"id": "tiny", "distance": 0.5, "content": "tiny"},
+    ]
+    text = json.dumps(near)
+    record = record_for(tmp_path, text, "call_2")
+    fixed = structured_preview("query_kb", text, record, 0)
+    assert fixed is not None
+    preview = structured_preview("query_kb", text, record, len(fixed) + 200)
+    assert preview is not None
+    assert "> near text" in preview and "> tiny" in preview and "> far text" not in preview

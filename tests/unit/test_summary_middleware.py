@@ -35,6 +35,7 @@ from app.agents.middlewares.summary import (
     NothingToCompress,
     SummaryError,
     SummaryMiddleware,
+    WorkdirUnavailable,
     build_summary_message,
     deterministic_pass,
     is_summary_message,
@@ -389,13 +390,54 @@ async def test_workdir_failure_leaves_message_unchanged(tmp_path: Path, failure:
     elif failure == "read_only":
         root = Path("/proc")  # refuses new entries even to root
     messages = thread(1, kb_payload("topic 0", n=30))
+    failures: list[str] = []
     view, offloaded = deterministic_pass(
-        messages, thread_id="t", workdir=Workdir(root), counter=COUNTER, preview_tokens=300
+        messages,
+        thread_id="t",
+        workdir=Workdir(root),
+        counter=COUNTER,
+        preview_tokens=300,
+        failures=failures,
     )
     assert offloaded == []
     assert all(a is b for a, b in zip(view, messages, strict=True))
     if failure == "missing_root":
         assert not root.exists()
+    # Each failed write is reported with a reason that names no path.
+    assert len(failures) == 1 and str(root) not in failures[0]
+    expected = {
+        "missing_root": "workdir root missing",
+        "root_is_file": "workdir root missing",
+        "target_is_dir": "EISDIR",
+        "read_only": "ENOENT",
+    }[failure]
+    assert failures[0].startswith(expected), failures
+
+
+@pytest.mark.asyncio
+async def test_manual_path_refuses_when_the_workdir_fails_before_summarizing(
+    tmp_path: Path,
+) -> None:
+    """Offloading was needed and failed: the manual path stops (WorkdirUnavailable) before the
+    summarizer is called, so nothing is shrunk; the automatic path still summarizes, saying why
+    the results stayed verbatim."""
+    messages = thread(4, lambda i: kb_payload(f"topic {i}", n=30))
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=4000, workdir=Workdir(Path("/proc")))
+    with pytest.raises(WorkdirUnavailable) as refused:
+        await comp.compress(
+            messages, thread_id="t", system_message=SYSTEM, force=True, require_offload=True
+        )
+    assert refused.value.failed == 4 and summarizer.calls == 0
+
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    assert outcome.summarized and summarizer.calls == 1
+    assert len(outcome.offload_failures) >= 1
+    meta = outcome.messages[0].additional_kwargs["threadkeeper"]
+    assert meta["offload_failed"] == {
+        "count": len(outcome.offload_failures),
+        "reason": outcome.offload_failures[0],
+    }
 
 
 @pytest.mark.asyncio

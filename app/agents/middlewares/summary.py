@@ -19,6 +19,7 @@ full record in the ``messages`` table is not ours to change).
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import math
 import uuid
@@ -103,6 +104,27 @@ class NothingToCompress(Exception):
         self.tokens = tokens
 
 
+class WorkdirUnavailable(Exception):
+    """Manual compression refused: large tool results had to be offloaded and the Workdir
+    write failed (full disk, read-only mount, blocked path). Nothing was shrunk or written."""
+
+    def __init__(self, message: str, *, reason: str, failed: int) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.failed = failed
+
+
+def workdir_failure_reason(exc: BaseException) -> str:
+    """Why an offload failed, without paths: ``ENOSPC (No space left on device)``..."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+    if isinstance(cause, OSError) and cause.errno is not None:
+        name = errno.errorcode.get(cause.errno, str(cause.errno))
+        return f"{name} ({cause.strerror or 'I/O error'})"
+    if isinstance(exc, WorkdirPathError):
+        return "unusable workdir path"
+    return "workdir root missing or not a directory"
+
+
 @dataclass(slots=True)
 class CompressionOutcome:
     """Result of one compression attempt; ``messages`` is the new model view."""
@@ -117,6 +139,9 @@ class CompressionOutcome:
     summarized_messages: int = 0
     #: Copies of messages whose content was replaced (same ids), for in-place state updates.
     replaced: list[BaseMessage] = field(default_factory=list)
+    #: Why large tool results could not be offloaded (one entry per failed write); they stayed
+    #: verbatim. Reported in the compression event and the summary so operators see it.
+    offload_failures: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -194,6 +219,7 @@ def build_summary_message(
     reason: str = "threshold",
     artifacts: Sequence[dict[str, Any]] = (),
     provider_ratio: float = 1.0,
+    offload_failures: Sequence[str] = (),
 ) -> HumanMessage:
     """The message that replaces the summarized history, clearly marked as a summary.
 
@@ -212,6 +238,9 @@ def build_summary_message(
     if provider_ratio != 1.0:
         # Carried so the view keeps the provider's measure after its AI messages are gone.
         meta["provider_ratio"] = provider_ratio
+    if offload_failures:
+        # Large results stayed verbatim because the Workdir write failed: say so, and why.
+        meta["offload_failed"] = {"count": len(offload_failures), "reason": offload_failures[0]}
     content = f"{SUMMARY_HEADER}\n{text.strip()}"
     kept = list(artifacts)[-MAX_ARTIFACTS:]
     if kept:
@@ -262,12 +291,14 @@ def deterministic_pass(
     protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
     stop_below: int | None = None,
     base_tokens: int = 0,
+    failures: list[str] | None = None,
 ) -> tuple[list[BaseMessage], list[OffloadRecord]]:
     """Offload ToolMessages larger than ``preview_tokens`` (oldest first) and show previews.
 
     ``stop_below``: stop as soon as ``base_tokens`` + the view is under it, so recent results
     stay verbatim when offloading older ones is enough (``None`` offloads all, manual path).
-    A failed write leaves that message unchanged. Returns copies; inputs are not mutated.
+    A failed write leaves that message unchanged; its reason is appended to ``failures``.
+    Returns copies; inputs are not mutated.
     """
     view = list(messages)
     offloaded: list[OffloadRecord] = []
@@ -297,6 +328,8 @@ def deterministic_pass(
                 tool_call_id=message.tool_call_id,
                 error=str(exc),
             )
+            if failures is not None:
+                failures.append(workdir_failure_reason(exc))
             continue
         preview = build_preview(tool_name, text, record, budget_chars)
         meta = {
@@ -509,11 +542,14 @@ class ContextCompressor:
         tools: Sequence[Any] | None = None,
         force: bool = False,
         reason: str = "threshold",
+        require_offload: bool = False,
     ) -> CompressionOutcome:
         """Apply DESIGN 3. ``force`` skips the threshold gates (manual path, overflow retry).
 
-        Raises ``SummaryError`` if the summarizer fails (caller leaves state untouched) and,
-        with ``force``, ``NothingToCompress`` when nothing could be offloaded or summarized.
+        Raises ``SummaryError`` if the summarizer fails (caller leaves state untouched),
+        with ``force``, ``NothingToCompress`` when nothing could be offloaded or summarized,
+        and with ``require_offload`` (manual path), ``WorkdirUnavailable`` as soon as a result
+        that had to be offloaded could not be written (before any summarizer call).
         """
         ratio = provider_ratio(messages)
         # The threshold is in the provider's measure; compare raw counts against it converted.
@@ -525,6 +561,7 @@ class ContextCompressor:
 
         view: list[BaseMessage] = list(messages)
         offloaded: list[OffloadRecord] = []
+        failures: list[str] = []
         if self.workdir is not None and thread_id:
             view, offloaded = await asyncio.to_thread(
                 deterministic_pass,
@@ -536,11 +573,24 @@ class ContextCompressor:
                 protected_tools=self.protected_tools,
                 stop_below=None if force else limit,
                 base_tokens=base,
+                failures=failures,
+            )
+        if failures and require_offload:
+            raise WorkdirUnavailable(
+                f"{len(failures)} tool result(s) had to be offloaded but the workdir could not "
+                f"be written ({failures[0]}); nothing was changed",
+                reason=failures[0],
+                failed=len(failures),
             )
         replaced = [new for new, old in zip(view, messages, strict=True) if new is not old]
         middle = base + self.counter.count_messages(view)
         offload_only = CompressionOutcome(
-            view, scale(before, ratio), scale(middle, ratio), offloaded, replaced=replaced
+            view,
+            scale(before, ratio),
+            scale(middle, ratio),
+            offloaded,
+            replaced=replaced,
+            offload_failures=failures,
         )
         if not force and middle < limit:
             return offload_only
@@ -590,6 +640,7 @@ class ContextCompressor:
             reason=reason,
             artifacts=artifacts,
             provider_ratio=ratio,
+            offload_failures=failures,
         )
         new_view = [summary, *view[cut:]]
         after = base + self.counter.count_messages(new_view)
@@ -603,6 +654,7 @@ class ContextCompressor:
             summary_text=text,
             summarized_messages=len(to_summarize),
             replaced=[m for m in replaced if id(m) in kept_ids],
+            offload_failures=failures,
         )
 
 
@@ -640,6 +692,7 @@ def _merge(first: CompressionOutcome | None, second: CompressionOutcome) -> Comp
         summary_text=second.summary_text or first.summary_text,
         summarized_messages=first.summarized_messages + second.summarized_messages,
         replaced=replaced,
+        offload_failures=[*first.offload_failures, *second.offload_failures],
     )
 
 
@@ -699,6 +752,8 @@ class SummaryMiddleware(AgentMiddleware):
         current = request
         if outcome is not None and outcome.changed:
             current = request.override(messages=_as_any(outcome.messages))
+        if outcome is not None and (outcome.changed or outcome.offload_failures):
+            # Also when nothing changed because offloading failed: the operator must see why.
             _emit(_event("threshold", outcome))
         try:
             response = await handler(current)
@@ -761,4 +816,12 @@ def _event(reason: str, outcome: CompressionOutcome) -> dict[str, Any]:
         "after_tokens": outcome.after_tokens,
         "offloaded": len(outcome.offloaded),
         "summarized": outcome.summarized,
+        **(
+            {
+                "offload_failed": len(outcome.offload_failures),
+                "offload_error": f"workdir_unavailable: {outcome.offload_failures[0]}",
+            }
+            if outcome.offload_failures
+            else {}
+        ),
     }

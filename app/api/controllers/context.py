@@ -63,10 +63,12 @@ class ContextController(Controller):
         "/{thread_id:uuid}/context/compress",
         operation_id="CompressContext",
         status_code=HTTP_200_OK,
-        responses=errors(401, 404, 409, 422, 502),
+        responses=errors(401, 404, 409, 422, 502, 507),
         description=(
             "Synchronous manual compression. Allowed only when the thread has no running or "
-            "interrupted run and no queued request; otherwise 409 thread_busy (never queued)."
+            "interrupted run and no queued request; otherwise 409 thread_busy (never queued). "
+            "507 workdir_unavailable: large tool results had to be offloaded but the Workdir "
+            "could not be written; nothing was changed."
         ),
     )
     async def compress_context(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Annotated
@@ -24,6 +25,23 @@ TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 #: Fallback poll when no notification arrives (lost NOTIFY, listener reconnecting).
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
+#: An event id as we send it: ASCII digits only (MAX_CURSOR has 16 digits).
+_EVENT_ID = re.compile(r"[0-9]{1,16}")
+
+
+def resume_cursor(last_event_id: str | None, after: int) -> int:
+    """Where a stream resumes: the ``Last-Event-ID`` header wins over ``after``.
+
+    Anything but an id we could have sent (non-ASCII digits such as ``\xb2``, a sign, thousands
+    of digits) is a client error, not something for ``int()`` to choke on.
+    """
+    if not last_event_id:
+        return after
+    if not _EVENT_ID.fullmatch(last_event_id) or int(last_event_id) > MAX_CURSOR:
+        raise ValidationFailed(
+            f"Last-Event-ID must be an event id: ASCII digits, at most {MAX_CURSOR}"
+        )
+    return int(last_event_id)
 
 
 def run_out(r: AgentRun) -> RunOut:
@@ -91,7 +109,13 @@ class RunController(Controller):
         "/{run_id:uuid}/resume",
         operation_id="ResumeRun",
         status_code=HTTP_200_OK,
-        responses=errors(400, 401, 404, 409),
+        responses=errors(400, 401, 404, 409, 422),
+        description=(
+            "Answer an interrupted run, one decision per pending tool call: approve, reject "
+            "(optional message), edit (args, checked against the tool's schema: 422 "
+            "validation_error), or respond (message returned as the tool's result; the tool "
+            "does not run). A decision the interrupt does not allow is 400."
+        ),
     )
     async def resume_run(
         self,
@@ -130,10 +154,7 @@ class RunController(Controller):
         run_service: NamedDependency[RunService],
         after: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
     ) -> ServerSentEvent:
-        last = request.headers.get("last-event-id")
-        start = int(last) if last and last.isdigit() else after
-        if start > MAX_CURSOR:  # no event id is that large
-            raise ValidationFailed("Last-Event-ID is out of range")
+        start = resume_cursor(request.headers.get("last-event-id"), after)
         # Fail fast with 404 before the stream starts (a stream cannot change its status later).
         await run_service.events_after(run_id, principal, start)
         return ServerSentEvent(_event_feed(run_service, run_id, principal, start))

@@ -161,7 +161,7 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {Object} Decision
- * @property {("approve" | "reject" | "edit")} type
+ * @property {("approve" | "reject" | "edit" | "respond")} type
  * @property {(string | null)} [message]
  * @property {(Record<string, any> | null)} [args]
  */
@@ -350,7 +350,7 @@ export function cancelRun(config, args = {}, options = {}) {
 /**
  * CompressContext: POST /v1/threads/{thread_id}/context/compress (200)
  *
- * Synchronous manual compression. Allowed only when the thread has no running or interrupted run and no queued request; otherwise 409 thread_busy (never queued).
+ * Synchronous manual compression. Allowed only when the thread has no running or interrupted run and no queued request; otherwise 409 thread_busy (never queued). 507 workdir_unavailable: large tool results had to be offloaded but the Workdir could not be written; nothing was changed.
  *
  * @param {ClientConfig} config
  * @param {{thread_id: string}} args
@@ -361,9 +361,10 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
- * @throws {ApiError} 422 nothing_to_compress / not_supported
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / validation_error (edited tool arguments)
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
  */
 export function compressContext(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/context/compress", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -569,6 +570,8 @@ export function ready(config, args = {}, options = {}) {
 /**
  * ResumeRun: POST /v1/runs/{run_id}/resume (200)
  *
+ * Answer an interrupted run, one decision per pending tool call: approve, reject (optional message), edit (args, checked against the tool's schema: 422 validation_error), or respond (message returned as the tool's result; the tool does not run). A decision the interrupt does not allow is 400.
+ *
  * @param {ClientConfig} config
  * @param {{run_id: string, body: ResumeIn}} args
  *   - run_id: uuid
@@ -578,6 +581,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / validation_error (edited tool arguments)
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function resumeRun(config, args = {}, options = {}) {

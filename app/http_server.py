@@ -1,0 +1,121 @@
+"""The uvicorn server the service runs under: bounded connection lifetimes, JSON errors.
+
+uvicorn (h11) keeps a connection that never finishes its request head open forever (its only
+timer is the keep-alive one, armed after a response), so a slow or stalled client holds a socket
+and a slot indefinitely. ``GuardedH11Protocol`` arms a header timer when a connection opens and
+whenever a new request starts arriving, and closes the connection with a ``408`` if the head is
+not complete in time. Requests uvicorn itself rejects as malformed HTTP get the service's JSON
+error body instead of uvicorn's plain text. Used by ``python -m app serve`` and the tests' live
+server, so what is tested is what runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app.config import Settings
+
+
+def _raw_response(status: int, reason: str, code: str, detail: str) -> bytes:
+    """A complete ``Connection: close`` response in the API's ``{"error", "detail"}`` shape."""
+    body = json.dumps({"error": code, "detail": detail}).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request-head timeout and a JSON 400."""
+
+    #: Seconds from the first byte of a request (or the connection) to its complete head.
+    header_timeout: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._awaiting_head():
+            if self._header_timer is None:  # a new request started arriving after keep-alive
+                self._arm_header_timer()
+        else:
+            self._disarm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        # Between requests the keep-alive timer (armed by uvicorn) bounds the idle time.
+        self._disarm_header_timer()
+        super().on_response_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        """Malformed HTTP (bad request line, header syntax...): our JSON error, then close."""
+        self._disarm_header_timer()  # uvicorn has already logged ``msg``
+        self.transport.write(
+            _raw_response(400, "Bad Request", "validation_error", "malformed HTTP request")
+        )
+        self.transport.close()
+
+    def _awaiting_head(self) -> bool:
+        """No complete request head yet for the current cycle (h11 is still reading one)."""
+        return bool(self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE)
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._header_timed_out)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timed_out(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or not self._awaiting_head():
+            return
+        self.transport.write(
+            _raw_response(
+                408, "Request Timeout", "request_timeout", "request head not received in time"
+            )
+        )
+        self.transport.close()
+
+
+def protocol_class(settings: Settings) -> type[GuardedH11Protocol]:
+    """``GuardedH11Protocol`` bound to this deployment's header timeout."""
+    return type(
+        "GuardedH11Protocol",
+        (GuardedH11Protocol,),
+        {"header_timeout": settings.http_header_timeout_seconds},
+    )
+
+
+def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn configuration of the service (``overrides``: host, port, lifespan...)."""
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "http": protocol_class(settings),
+        "timeout_keep_alive": settings.http_keep_alive_seconds,
+        "log_config": None,
+        "access_log": False,
+    }
+    options.update(overrides)
+    return uvicorn.Config(app, **options)

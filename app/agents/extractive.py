@@ -10,7 +10,6 @@ Same input, same output, always.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -38,6 +37,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agents.messages import message_text
+from app.agents.terms import terms as _terms
 from app.agents.tokens import count_tokens, truncate_to_tokens
 
 __all__ = [
@@ -63,16 +63,8 @@ def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
 
 # --------------------------------------------------------------------------- text helpers
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+")
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _KB_CITE = re.compile(r"\[kb:([^\]\s]+)\]")
-_STOPWORD_TEXT = """
-a an and are as at be by can could did do does for from had has have how i if in into is it its
-me my of on or our please so that the their them then there these this to was we what when where
-which who why will with would you your about tell show give find know
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def _sentences(text: str) -> list[str]:
@@ -90,28 +82,6 @@ def _sentences(text: str) -> list[str]:
 def _first_sentence(text: str) -> str:
     sentences = _sentences(text)
     return sentences[0] if sentences else ""
-
-
-def _terms(text: str) -> set[str]:
-    """Lower-cased content words; CJK runs contribute character bigrams (no spaces there)."""
-    terms: set[str] = set()
-    for word in _WORD.findall(text.lower()):
-        if _CJK.search(word):
-            chars = [c for c in word if _CJK.match(c)]
-            terms.update(a + b for a, b in itertools.pairwise(chars))
-            terms.update(chars if len(chars) == 1 else [])
-            latin = _CJK.sub(" ", word).split()
-            terms.update(w for w in latin if len(w) > 1 and w not in _STOPWORDS)
-        elif len(word) > 1 and word not in _STOPWORDS:
-            terms.add(_stem(word))
-    return terms
-
-
-def _stem(word: str) -> str:
-    """Crude plural folding ("leases" ~ "lease"): enough for term overlap, and deterministic."""
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def _urls(text: str) -> list[str]:

@@ -19,6 +19,8 @@ from app.agents.workdir import OffloadRecord
 #: Tools whose JSON output is parsed into a structured preview (others may still match a shape).
 STRUCTURED_TOOLS = frozenset({"query_kb", "web_search", "tavily_search"})
 RECOVERY_TOOL = "read_workdir_file"
+#: Full-text search over the thread's offloaded originals; like the reader, never offloaded.
+SEARCH_TOOL = "search_workdir"
 #: Characters suggested per ``read_workdir_file`` call in the header.
 READ_CHUNK_CHARS = 20_000
 
@@ -32,6 +34,7 @@ _MAX_TITLE_CHARS = 300
 _MIN_SNIPPET_CHARS = 60
 _MAX_SNIPPET_CHARS = 1_200
 _WS = re.compile(r"\s+")
+_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 
 
 def preview_header(record: OffloadRecord, *, tool_name: str | None = None) -> str:
@@ -249,6 +252,34 @@ def structured_preview(
         if item.text and per_item >= _MIN_SNIPPET_CHARS:
             lines.append(f"    > {_clip(item.text, per_item)}")
     return "\n".join(lines)
+
+
+def identity_of(entry: dict[str, Any]) -> dict[str, str]:
+    """id / source / title / url of one result object (any shape ``_item_from`` reads)."""
+    item = _item_from(entry)
+    found = {
+        "id": item.ids[0][1] if item.ids else None,
+        "source": item.source,
+        "title": item.title,
+        "url": item.url,
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def result_identities(text: str) -> dict[str, list[str]]:
+    """Every result id, URL and title a tool output holds, for the thread's offload index.
+
+    Structured (retrieval/search JSON): per result, in order. Anything else: the URLs in it.
+    """
+    parsed = _parse(text)
+    if parsed is None:
+        return {"ids": [], "urls": list(dict.fromkeys(_URL.findall(text))), "titles": []}
+    ids = [v for item in parsed.items for k, v in item.ids if v and not k.endswith("chunk_index")]
+    return {
+        "ids": list(dict.fromkeys(ids)),
+        "urls": list(dict.fromkeys(item.url for item in parsed.items if item.url)),
+        "titles": list(dict.fromkeys(item.title for item in parsed.items if item.title)),
+    }
 
 
 def build_preview(

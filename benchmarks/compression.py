@@ -380,7 +380,7 @@ def recall_share(
                 body, _, _ = workdir.read_text(thread_id, path)
                 found |= {n for n in needles - found if n in body}
         for needle in needles - found:
-            if search_workdir(workdir, thread_id, needle, limit=1):
+            if any(needle in h.snippet for h in search_workdir(workdir, thread_id, needle)):
                 found.add(needle)
     return len(found) / len(needles)
 

@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 KB_TOOL_NAME = "query_kb"
+#: Full-text search over the thread's offloaded originals (app.agents.tools).
+SEARCH_TOOL_NAME = "search_workdir"
 MODEL_NAME = "extractive"
 _MAX_SENTENCE_CHARS = 400
 
@@ -194,6 +196,17 @@ def _best_sentences(results: Sequence[_Result], question: str, limit: int) -> li
     return chosen or [min(candidates, key=lambda c: c.order)]
 
 
+def _kb_answers(message: ToolMessage, question: str) -> bool:
+    """Whether a ``query_kb`` result holds anything matching the question (errors and
+    previews count as answers: they are reported, not searched around)."""
+    if message.status == "error":
+        return True
+    results = _parse_results(message_text(message))
+    if results is None:
+        return True
+    return any(c.overlap > 0 for c in _best_sentences(results, question, 1))
+
+
 _PREVIEW_ID = re.compile(r"""(?:\bid|"id")\s*[:=]\s*"?([A-Za-z0-9][A-Za-z0-9_.:\-]*)""")
 
 
@@ -219,6 +232,10 @@ class ExtractiveChatModel(BaseChatModel):
 
     * last message is a user turn and ``query_kb`` is bound -> one ``query_kb`` tool call;
     * last message is a ``query_kb`` result -> the 1-3 most relevant sentences, cited ``[kb:id]``;
+      when nothing in it matches the question and ``search_workdir`` is bound, one
+      ``search_workdir`` call first (an old, summarized-away tool result may hold the answer);
+    * last message is a ``search_workdir`` result -> the best sentences, cited with their
+      result id and workdir path;
     * otherwise -> the most relevant sentences of the conversation (or of the last tool output).
     """
 
@@ -264,8 +281,21 @@ class ExtractiveChatModel(BaseChatModel):
             }
             return self._message("", [call], messages)
         if isinstance(last, ToolMessage):
-            if self._tool_name_of(last, messages) == self.kb_tool_name:
+            tool_name = self._tool_name_of(last, messages)
+            if tool_name == self.kb_tool_name:
+                question = self._question(messages, last)
+                can_search = SEARCH_TOOL_NAME in tool_names and tool_choice != "none"
+                if can_search and not _kb_answers(last, question):
+                    call = {
+                        "name": SEARCH_TOOL_NAME,
+                        "args": {"query": self._question(messages, None)},
+                        "id": _call_id(f"search\x00{question}", len(messages)),
+                        "type": "tool_call",
+                    }
+                    return self._message("", [call], messages)
                 return self._message(self._answer_from_kb(last, messages), [], messages)
+            if tool_name == SEARCH_TOOL_NAME:
+                return self._message(self._answer_from_search(last, messages), [], messages)
             return self._message(self._answer_from_tool(last, messages), [], messages)
         return self._message(self._answer_from_conversation(messages), [], messages)
 
@@ -333,6 +363,36 @@ class ExtractiveChatModel(BaseChatModel):
         picked = _best_sentences(results, question, self.max_answer_sentences)
         cited = " ".join(f"{c.sentence} [kb:{c.ident}]" if c.ident else c.sentence for c in picked)
         return f"From the knowledge base: {cited}"
+
+    def _answer_from_search(self, message: ToolMessage, messages: Sequence[BaseMessage]) -> str:
+        """Quote the best passages of earlier tool results, citing result id and file."""
+        question = self._question(messages, None)
+        try:
+            hits = json.loads(message_text(message)).get("hits") or []
+        except (TypeError, ValueError, AttributeError):
+            hits = []
+        results: list[_Result] = []
+        where: dict[str, str] = {}
+        for hit in hits:
+            if not isinstance(hit, dict):
+                continue
+            result = hit.get("result")
+            rid = result.get("id") if isinstance(result, dict) else None
+            ident = f"{hit.get('path')}@{hit.get('offset')}"
+            where[ident] = f"({hit.get('path')}, chars {hit.get('offset')}-{hit.get('end')})"
+            if rid:
+                where[ident] = f"[kb:{rid}] {where[ident]}"
+            text = str(hit.get("passage") or hit.get("snippet") or "")
+            results.append(_Result(ident, text, 0.0))
+        best = _best_sentences(results, question, self.max_answer_sentences)
+        picked = [c for c in best if c.overlap > 0]
+        if not picked:
+            return (
+                "I found nothing relevant in the knowledge base or in this thread's earlier "
+                f'tool results for "{_short(question)}".'
+            )
+        cited = " ".join(f"{c.sentence} {where[c.ident or '']}" for c in picked)
+        return f"From this thread's earlier tool results: {cited}"
 
     def _answer_from_preview(self, content: str, question: str) -> str:
         """A shortened (offloaded) or non-JSON result: quote it and name the ids it mentions."""

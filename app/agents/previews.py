@@ -255,13 +255,14 @@ def structured_preview(
 
 
 def identity_of(entry: dict[str, Any]) -> dict[str, str]:
-    """id / source / title / url of one result object (any shape ``_item_from`` reads)."""
+    """id / source / title / url / text of one result object (any shape ``_item_from`` reads)."""
     item = _item_from(entry)
     found = {
         "id": item.ids[0][1] if item.ids else None,
         "source": item.source,
         "title": item.title,
         "url": item.url,
+        "text": item.text,
     }
     return {key: value for key, value in found.items() if value}
 

@@ -44,14 +44,13 @@ class SearchHit:
     snippet: str
     matched: list[str]
     sha256: str
-    #: id / source / title / url of the result object the passage sits in (JSON results).
+    #: id / source / title / url of the result object the match sits in (JSON results).
     result: dict[str, str] | None = None
+    #: The matching part of that result's own text (no JSON quoting), when there is one.
+    passage: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if self.result is None:
-            del data["result"]
-        return data
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def search_workdir(
@@ -82,7 +81,13 @@ def search_workdir(
         found = _best_passage(text, needle, words, snippet_chars)
         if found is None:
             continue
-        score, start, end, matched = found
+        score, start, end, matched, at = found
+        result = _enclosing_result(text, at)
+        passage = None
+        body = result.pop("text", "") if result is not None else ""
+        inner = _best_passage(body, needle, words, snippet_chars) if body else None
+        if inner is not None:
+            passage = body[inner[1] : inner[2]]
         hit = SearchHit(
             path=path,
             tool=str(entry.get("tool") or ""),
@@ -91,7 +96,8 @@ def search_workdir(
             snippet=text[start:end],
             matched=matched,
             sha256=sha,
-            result=_enclosing_result(text, (start + end) // 2),
+            result=result or None,
+            passage=passage,
         )
         scored.append(((score[0], score[1], order), hit))
     scored.sort(key=lambda pair: pair[0], reverse=True)
@@ -100,12 +106,13 @@ def search_workdir(
 
 def _best_passage(
     text: str, needle: str, words: list[str], width: int
-) -> tuple[tuple[int, int], int, int, list[str]] | None:
-    """(score, start, end, matched terms) of the best ``width``-char window, or None."""
+) -> tuple[tuple[int, int], int, int, list[str], int] | None:
+    """(score, start, end, matched terms, first match) of the best ``width``-char window."""
     phrase = re.compile(re.escape(needle).replace(r"\ ", r"\s+"), re.IGNORECASE)
     exact = phrase.search(text)
     if exact is not None:
-        return (1, len(words)), *_window(text, exact.start(), exact.end(), width), [needle]
+        start, end = _window(text, exact.start(), exact.end(), width)
+        return (1, len(words)), start, end, [needle], exact.start()
     hits = sorted(
         (m.start(), m.end(), word)
         for word in words
@@ -125,7 +132,7 @@ def _best_passage(
     distinct, first, last = best
     matched = sorted({h[2] for h in hits[first : last + 1]})
     start, end = _window(text, hits[first][0], hits[last][1], width)
-    return (0, distinct), start, end, matched
+    return (0, distinct), start, end, matched, hits[first][0]
 
 
 def _window(text: str, start: int, end: int, width: int) -> tuple[int, int]:

@@ -197,13 +197,13 @@ def _best_sentences(results: Sequence[_Result], question: str, limit: int) -> li
 
 
 def _kb_answers(message: ToolMessage, question: str) -> bool:
-    """Whether a ``query_kb`` result holds anything matching the question (errors and
-    previews count as answers: they are reported, not searched around)."""
+    """Whether a ``query_kb`` result itself answers the question (an error is reported as is;
+    a preview or a result with nothing matching does not answer)."""
     if message.status == "error":
         return True
     results = _parse_results(message_text(message))
     if results is None:
-        return True
+        return False
     return any(c.overlap > 0 for c in _best_sentences(results, question, 1))
 
 
@@ -232,8 +232,9 @@ class ExtractiveChatModel(BaseChatModel):
 
     * last message is a user turn and ``query_kb`` is bound -> one ``query_kb`` tool call;
     * last message is a ``query_kb`` result -> the 1-3 most relevant sentences, cited ``[kb:id]``;
-      when nothing in it matches the question and ``search_workdir`` is bound, one
-      ``search_workdir`` call first (an old, summarized-away tool result may hold the answer);
+      when nothing in it matches the question, or it arrived as a preview (offloaded), and
+      ``search_workdir`` is bound, one ``search_workdir`` call first: an old, summarized-away
+      tool result may hold the answer, and an offloaded one is read back by passage;
     * last message is a ``search_workdir`` result -> the best sentences, cited with their
       result id and workdir path;
     * otherwise -> the most relevant sentences of the conversation (or of the last tool output).
@@ -288,7 +289,7 @@ class ExtractiveChatModel(BaseChatModel):
                 if can_search and not _kb_answers(last, question):
                     call = {
                         "name": SEARCH_TOOL_NAME,
-                        "args": {"query": self._question(messages, None)},
+                        "args": {"query": self._question(messages, None), "limit": 3},
                         "id": _call_id(f"search\x00{question}", len(messages)),
                         "type": "tool_call",
                     }

@@ -8,6 +8,7 @@ snippets shrink to fit the budget. Pure functions: no I/O, easy to test.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -164,7 +165,10 @@ def _looks_like_result(entry: Any) -> bool:
     return bool(keys & known)
 
 
+@functools.lru_cache(maxsize=16)
 def _parse(text: str) -> _Parsed | None:
+    """Parsed once per text: the offload reads it for the preview and for the index entry
+    (callers only read the result)."""
     try:
         data = json.loads(text)
     except (ValueError, TypeError):

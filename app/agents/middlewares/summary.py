@@ -4,7 +4,11 @@ Order of operations, cheapest and least lossy first:
 
 1. count the request (system prompt + tool schemas + messages); below the threshold: send as is;
 2. deterministic pass: offload large tool results to the Workdir and show a preview instead
-   (no model call, nothing lost: the full text stays readable with ``read_workdir_file``);
+   (no model call, nothing lost: the full text stays readable with ``read_workdir_file`` and
+   findable through the thread's index and ``search_workdir``). Cache-aware order: results the
+   model was never sent go first (the cached prefix stays intact); if a rewrite of the sent part
+   is needed, every large result goes in that one step. Once compacted, new large results arrive
+   as previews (append-only view);
 3. still over: summarize the oldest part with the summarizer, keep the recent part and always
    the current user turn verbatim, never splitting an AI tool call from its tool results;
 4. a provider context-overflow error forces step 3 and one retry with a strictly smaller request.

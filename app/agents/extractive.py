@@ -36,7 +36,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from app.agents.messages import message_text
+from app.agents.messages import marker, message_text, offload_info
 from app.agents.terms import terms as _terms
 from app.agents.tokens import count_tokens, truncate_to_tokens
 
@@ -196,6 +196,12 @@ def _best_sentences(results: Sequence[_Result], question: str, limit: int) -> li
     return chosen or [min(candidates, key=lambda c: c.order)]
 
 
+def _holds_offloads(messages: Sequence[BaseMessage]) -> bool:
+    """The view shows offloaded results (previews, or a summary naming the index): only then
+    can ``search_workdir`` find anything."""
+    return any(offload_info(m) is not None or marker(m).get("kind") == "summary" for m in messages)
+
+
 def _kb_answers(message: ToolMessage, question: str) -> bool:
     """Whether a ``query_kb`` result itself answers the question (an error is reported as is;
     a preview or a result with nothing matching does not answer)."""
@@ -232,8 +238,9 @@ class ExtractiveChatModel(BaseChatModel):
 
     * last message is a user turn and ``query_kb`` is bound -> one ``query_kb`` tool call;
     * last message is a ``query_kb`` result -> the 1-3 most relevant sentences, cited ``[kb:id]``;
-      when nothing in it matches the question, or it arrived as a preview (offloaded), and
-      ``search_workdir`` is bound, one ``search_workdir`` call first: an old, summarized-away
+      when nothing in it matches the question, or it arrived as a preview (offloaded), the
+      thread holds offloaded results and ``search_workdir`` is bound, one ``search_workdir`` call
+      first: an old, summarized-away
       tool result may hold the answer, and an offloaded one is read back by passage;
     * last message is a ``search_workdir`` result -> the best sentences, cited with their
       result id and workdir path;
@@ -285,7 +292,11 @@ class ExtractiveChatModel(BaseChatModel):
             tool_name = self._tool_name_of(last, messages)
             if tool_name == self.kb_tool_name:
                 question = self._question(messages, last)
-                can_search = SEARCH_TOOL_NAME in tool_names and tool_choice != "none"
+                can_search = (
+                    SEARCH_TOOL_NAME in tool_names
+                    and tool_choice != "none"
+                    and _holds_offloads(messages)
+                )
                 if can_search and not _kb_answers(last, question):
                     call = {
                         "name": SEARCH_TOOL_NAME,

@@ -65,7 +65,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     summary_model: str = ""
     system_prompt: str = (
         "You are Threadkeeper's assistant. Use query_kb to look things up in the knowledge base and "
-        "cite result ids. Offloaded tool results can be read back with read_workdir_file."
+        "cite result ids. Offloaded tool results can be read back with read_workdir_file "
+        "and searched with search_workdir."
     )
 
     # --- context management (the ONE threshold) ------------------------------------------------

@@ -53,14 +53,19 @@ from langchain_core.tools import tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from app.agents.middlewares.summary import ContextCompressor, deterministic_pass
+from app.agents.recall import search_workdir
 from app.agents.tokens import TokenCounter, get_encoding
-from app.agents.workdir import Workdir
+from app.agents.workdir import INDEX_PATH, Workdir
 
 THRESHOLD = 12_000
 PREVIEW_TOKENS = 800
 KEEP_RECENT = 3_000
 SUMMARY_MAX = 1_200
 SIZES = (10_000, 50_000, 100_000, 200_000)
+#: The issue's cache scenario: a 60-turn session of query_kb calls only (120 model requests).
+KB_SESSION_TURNS = 60
+#: Price of a cached prompt token relative to an uncached one.
+CACHED_PRICE = 0.10
 SYSTEM = SystemMessage(
     content="You are Threadkeeper's assistant. Use query_kb and cite result ids. "
     "Offloaded tool results can be read back with read_workdir_file."
@@ -199,24 +204,27 @@ def log_output(rng: random.Random, turn: int) -> str:
 Turn = tuple[HumanMessage, AIMessage, ToolMessage, AIMessage]
 
 
-def generate_thread(target_tokens: int, seed: int) -> tuple[list[Turn], set[str], set[str]]:
-    """Turns (question, tool call, tool result, answer) until ``target_tokens`` raw tokens."""
+def generate_thread(
+    target_tokens: int, seed: int, *, max_turns: int | None = None, kb_only: bool = False
+) -> tuple[list[Turn], set[str], set[str]]:
+    """Turns (question, tool call, tool result, answer) until ``target_tokens`` raw tokens
+    (or ``max_turns``); ``kb_only``: every turn is a ``query_kb`` call (our result shape)."""
     rng = random.Random(seed)
     counter = TokenCounter()
     turns: list[Turn] = []
     all_ids: set[str] = set()
     all_urls: set[str] = set()
     total = 0
-    while total < target_tokens:
+    while total < target_tokens and (max_turns is None or len(turns) < max_turns):
         t = len(turns)
         call_id = f"call_{seed}_{t}"
-        if t % 3 == 2:
+        if t % 3 == 2 and not kb_only:
             name, args, text = "run_shell", {"command": f"tail -n 140 /var/log/w{t}.log"}, ""
             text = log_output(rng, t)
             cited = ""
         else:
             name, args = "query_kb", {"query": _prose(rng, 5)}
-            text, ids, urls = kb_result(rng, t, dify=t % 3 == 1)
+            text, ids, urls = kb_result(rng, t, dify=t % 3 == 1 and not kb_only)
             all_ids.update(ids)
             all_urls.update(urls)
             cited = f" Sources: {ids[0]}, {ids[1]}."
@@ -235,22 +243,75 @@ def generate_thread(target_tokens: int, seed: int) -> tuple[list[Turn], set[str]
 Compress = Callable[[list[BaseMessage]], Any]
 
 
-async def replay(turns: Sequence[Turn], compress: Compress, counter: TokenCounter) -> list[int]:
-    """Agent loop: before each model call the state may be compressed (and persisted)."""
+async def replay(
+    turns: Sequence[Turn], compress: Compress, counter: TokenCounter
+) -> list[list[BaseMessage]]:
+    """Agent loop: before each model call the state may be compressed (and persisted).
+
+    Returns every request's message list as sent (system prompt and tools are the same each time).
+    """
     state: list[BaseMessage] = []
-    sent: list[int] = []
+    sent: list[list[BaseMessage]] = []
     for human, call, result, answer in turns:
         state.append(human)
         state = await compress(state)  # model call 1 -> emits the tool call
-        sent.append(counter.count_request(SYSTEM, TOOLS, state))
+        sent.append(list(state))
         state += [call, result]
         state = await compress(state)  # model call 2 -> emits the answer
-        sent.append(counter.count_request(SYSTEM, TOOLS, state))
+        sent.append(list(state))
         state.append(answer)
-    final_view = await compress([*state, HumanMessage("And now?", id="final")])
-    sent.append(counter.count_request(SYSTEM, TOOLS, final_view))
-    replay.final_view = final_view  # type: ignore[attr-defined]
+    sent.append(list(await compress([*state, HumanMessage("And now?", id="final")])))
     return sent
+
+
+def _wire(message: BaseMessage) -> tuple[Any, ...]:
+    """What the provider sees of a message (ids and metadata are not sent)."""
+    calls = getattr(message, "tool_calls", None) or []
+    return (
+        message.type,
+        message.text,
+        getattr(message, "tool_call_id", None),
+        json.dumps([(c["id"], c["name"], c["args"]) for c in calls], sort_keys=True),
+    )
+
+
+def cache_figures(
+    requests: Sequence[Sequence[BaseMessage]], counter: TokenCounter
+) -> dict[str, Any]:
+    """Prefix-cache view of a sequence of requests.
+
+    A request is a *rewrite* when the previous request's messages are not an unchanged prefix of
+    it. Its cached tokens are system prompt + tools + the longest unchanged message prefix
+    shared with the previous request (what a provider's prompt cache can reuse); effective cost
+    bills cached tokens at ``CACHED_PRICE`` of the normal input price.
+    """
+    base = counter.count_request(SYSTEM, TOOLS, [])
+    rewrites = 0
+    total = cached = 0
+    previous: list[tuple[Any, ...]] | None = None
+    for request in requests:
+        wire = [_wire(m) for m in request]
+        size = base + counter.count_messages(request)
+        reuse = 0
+        if previous is not None:
+            common = 0
+            for a, b in zip(previous, wire, strict=False):
+                if a != b:
+                    break
+                common += 1
+            if common < len(previous):
+                rewrites += 1
+            reuse = base + counter.count_messages(request[:common])
+        total += size
+        cached += reuse
+        previous = wire
+    return {
+        "requests": len(requests),
+        "rewrites_per_100": 100 * rewrites / len(requests),
+        "prefix_reuse": cached / total,
+        "cost": (total - cached) + CACHED_PRICE * cached,
+        "cost_nocache": total,
+    }
 
 
 def threadkeeper_method(root: Path, model: ExtractiveSummaryModel, counter: TokenCounter) -> Any:
@@ -302,6 +363,28 @@ def readable_share(view: Sequence[BaseMessage], needles: set[str], thread_dir: P
     return sum(1 for n in needles if n in haystack) / len(needles) if needles else 1.0
 
 
+def recall_share(
+    view: Sequence[BaseMessage], needles: set[str], workdir: Workdir | None, thread_id: str
+) -> float:
+    """Share of ``needles`` visible, in a Workdir file the view names, in a file listed by an
+    index the view names, or found by ``search_workdir`` (the model's three ways back)."""
+    if not needles:
+        return 1.0
+    text = "\n".join(m.text for m in view)
+    found = {n for n in needles if n in text}
+    if workdir is not None and found != needles:
+        entries = workdir.read_index(thread_id)
+        listed = INDEX_PATH in text
+        for path in dict.fromkeys(str(e["path"]) for e in entries):
+            if listed or path in text:
+                body, _, _ = workdir.read_text(thread_id, path)
+                found |= {n for n in needles - found if n in body}
+        for needle in needles - found:
+            if any(needle in h.snippet for h in search_workdir(workdir, thread_id, needle)):
+                found.add(needle)
+    return len(found) / len(needles)
+
+
 def visible_share(view: Sequence[BaseMessage], needles: set[str]) -> float:
     if not needles:
         return 1.0
@@ -325,25 +408,33 @@ def timings(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
     return percentiles(samples)
 
 
-async def scenario(size: int, seed: int, root: Path) -> list[dict[str, Any]]:
-    turns, ids, urls = generate_thread(size, seed)
+async def scenario(
+    size: int, seed: int, root: Path, *, max_turns: int | None = None, kb_only: bool = False
+) -> list[dict[str, Any]]:
+    turns, ids, urls = generate_thread(size, seed, max_turns=max_turns, kb_only=kb_only)
     raw = [m for t in turns for m in t]
     rows: list[dict[str, Any]] = []
+    name = f"{'kb' if kb_only else 'mix'}-{size}"
     for label in ("threadkeeper", "langchain"):
         counter = TokenCounter()
         model = ExtractiveSummaryModel()
+        folder = root / f"{label}-{name}"
+        folder.mkdir()
+        workdir: Workdir | None = None
         if label == "threadkeeper":
-            compress, _ = threadkeeper_method(root / f"{label}-{size}", model, counter)
+            compress, _ = threadkeeper_method(folder, model, counter)
+            workdir = Workdir(folder)
         else:
             compress, _ = langchain_method(model, counter)
-        (root / f"{label}-{size}").mkdir(exist_ok=True)
         started = time.perf_counter()
-        sent = await replay(turns, compress, counter)
+        requests = await replay(turns, compress, counter)
         elapsed = time.perf_counter() - started
-        view = replay.final_view  # type: ignore[attr-defined]
+        view = requests[-1]
+        sent = [counter.count_request(SYSTEM, TOOLS, r) for r in requests]
         rows.append(
             {
                 "size": size,
+                "scenario": f"{len(turns)} turns{' query_kb' if kb_only else ''}",
                 "raw": counter.count_request(SYSTEM, TOOLS, raw),
                 "method": label,
                 "calls": model.calls,
@@ -351,10 +442,19 @@ async def scenario(size: int, seed: int, root: Path) -> list[dict[str, Any]]:
                 "final": sent[-1],
                 "ids": visible_share(view, ids),
                 "urls": visible_share(view, urls),
-                "readable": readable_share(view, ids, root / f"{label}-{size}" / "bench"),
+                "readable": readable_share(view, ids, folder / "bench"),
+                "recall": recall_share(view, ids, workdir, "bench"),
                 "replay_s": elapsed,
+                **cache_figures(requests, counter),
             }
         )
+    return rows
+
+
+async def timed_scenario(size: int, seed: int, root: Path) -> list[dict[str, Any]]:
+    rows = await scenario(size, seed, root)
+    turns, _, _ = generate_thread(size, seed)
+    raw = [m for t in turns for m in t]
     timing_root = root / f"timing-{size}"
     timing_root.mkdir()
     rows[0].update(await noop_and_pass(raw, timing_root))
@@ -422,7 +522,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tk-bench-") as tmp:
         rows: list[dict[str, Any]] = []
         for seed, size in enumerate(SIZES, start=1):
-            rows += await scenario(size, seed, Path(tmp))
+            rows += await timed_scenario(size, seed, Path(tmp))
+        kb_rows = await scenario(10**9, 99, Path(tmp), max_turns=KB_SESSION_TURNS, kb_only=True)
     print(
         f"threshold={THRESHOLD} preview={PREVIEW_TOKENS} keep_recent={KEEP_RECENT} "
         f"summary_max={SUMMARY_MAX} (tokens, exact cl100k BPE; request = system+tools+messages)"
@@ -440,6 +541,27 @@ async def main() -> None:
             f"{row['final']:>7} {row['ids']:>6.0%} {row['urls']:>6.0%} {row['readable']:>6.0%} "
             f"{fmt_ms(row.get('noop')):>16} {fmt_ms(row.get('pass')):>16} "
             f"{row['replay_s']:>8.2f}"
+        )
+    print()
+    print(
+        "Prompt cache and recall: rewrites = requests whose previous request is not an unchanged"
+        " prefix (per 100 requests); reuse = share of request tokens that are that prefix;"
+        f" cost = input tokens with cached ones billed at {CACHED_PRICE:.0%} (k tokens, and vs"
+        " no cache); recall = share of all result ids visible, in a file or index the final view"
+        " names, or found by search_workdir."
+    )
+    header = (
+        f"{'scenario':>20} {'raw tokens':>10} {'method':<13} {'requests':>8} {'rewrites':>8} "
+        f"{'reuse':>6} {'cost k':>8} {'vs none':>7} {'summarizer':>10} {'recall':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in [*rows, *kb_rows]:
+        print(
+            f"{row['scenario']:>20} {row['raw']:>10} {row['method']:<13} {row['requests']:>8} "
+            f"{row['rewrites_per_100']:>8.1f} {row['prefix_reuse']:>6.1%} "
+            f"{row['cost'] / 1000:>8.1f} {row['cost'] / row['cost_nocache']:>7.1%} "
+            f"{row['calls']:>10} {row['recall']:>6.1%}"
         )
     print()
     print("langchain no-op with its default count_tokens_approximately (p50/p99 ms):")

@@ -10,7 +10,6 @@ Same input, same output, always.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -37,7 +36,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from app.agents.messages import message_text
+from app.agents.messages import marker, message_text, offload_info
+from app.agents.terms import terms as _terms
 from app.agents.tokens import count_tokens, truncate_to_tokens
 
 __all__ = [
@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 KB_TOOL_NAME = "query_kb"
+#: Full-text search over the thread's offloaded originals (app.agents.tools).
+SEARCH_TOOL_NAME = "search_workdir"
 MODEL_NAME = "extractive"
 _MAX_SENTENCE_CHARS = 400
 
@@ -63,16 +65,8 @@ def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
 
 # --------------------------------------------------------------------------- text helpers
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+")
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _KB_CITE = re.compile(r"\[kb:([^\]\s]+)\]")
-_STOPWORD_TEXT = """
-a an and are as at be by can could did do does for from had has have how i if in into is it its
-me my of on or our please so that the their them then there these this to was we what when where
-which who why will with would you your about tell show give find know
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def _sentences(text: str) -> list[str]:
@@ -90,28 +84,6 @@ def _sentences(text: str) -> list[str]:
 def _first_sentence(text: str) -> str:
     sentences = _sentences(text)
     return sentences[0] if sentences else ""
-
-
-def _terms(text: str) -> set[str]:
-    """Lower-cased content words; CJK runs contribute character bigrams (no spaces there)."""
-    terms: set[str] = set()
-    for word in _WORD.findall(text.lower()):
-        if _CJK.search(word):
-            chars = [c for c in word if _CJK.match(c)]
-            terms.update(a + b for a, b in itertools.pairwise(chars))
-            terms.update(chars if len(chars) == 1 else [])
-            latin = _CJK.sub(" ", word).split()
-            terms.update(w for w in latin if len(w) > 1 and w not in _STOPWORDS)
-        elif len(word) > 1 and word not in _STOPWORDS:
-            terms.add(_stem(word))
-    return terms
-
-
-def _stem(word: str) -> str:
-    """Crude plural folding ("leases" ~ "lease"): enough for term overlap, and deterministic."""
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def _urls(text: str) -> list[str]:
@@ -224,6 +196,23 @@ def _best_sentences(results: Sequence[_Result], question: str, limit: int) -> li
     return chosen or [min(candidates, key=lambda c: c.order)]
 
 
+def _holds_offloads(messages: Sequence[BaseMessage]) -> bool:
+    """The view shows offloaded results (previews, or a summary naming the index): only then
+    can ``search_workdir`` find anything."""
+    return any(offload_info(m) is not None or marker(m).get("kind") == "summary" for m in messages)
+
+
+def _kb_answers(message: ToolMessage, question: str) -> bool:
+    """Whether a ``query_kb`` result itself answers the question (an error is reported as is;
+    a preview or a result with nothing matching does not answer)."""
+    if message.status == "error":
+        return True
+    results = _parse_results(message_text(message))
+    if results is None:
+        return False
+    return any(c.overlap > 0 for c in _best_sentences(results, question, 1))
+
+
 _PREVIEW_ID = re.compile(r"""(?:\bid|"id")\s*[:=]\s*"?([A-Za-z0-9][A-Za-z0-9_.:\-]*)""")
 
 
@@ -249,6 +238,12 @@ class ExtractiveChatModel(BaseChatModel):
 
     * last message is a user turn and ``query_kb`` is bound -> one ``query_kb`` tool call;
     * last message is a ``query_kb`` result -> the 1-3 most relevant sentences, cited ``[kb:id]``;
+      when nothing in it matches the question, or it arrived as a preview (offloaded), the
+      thread holds offloaded results and ``search_workdir`` is bound, one ``search_workdir`` call
+      first: an old, summarized-away
+      tool result may hold the answer, and an offloaded one is read back by passage;
+    * last message is a ``search_workdir`` result -> the best sentences, cited with their
+      result id and workdir path;
     * otherwise -> the most relevant sentences of the conversation (or of the last tool output).
     """
 
@@ -294,8 +289,25 @@ class ExtractiveChatModel(BaseChatModel):
             }
             return self._message("", [call], messages)
         if isinstance(last, ToolMessage):
-            if self._tool_name_of(last, messages) == self.kb_tool_name:
+            tool_name = self._tool_name_of(last, messages)
+            if tool_name == self.kb_tool_name:
+                question = self._question(messages, last)
+                can_search = (
+                    SEARCH_TOOL_NAME in tool_names
+                    and tool_choice != "none"
+                    and _holds_offloads(messages)
+                )
+                if can_search and not _kb_answers(last, question):
+                    call = {
+                        "name": SEARCH_TOOL_NAME,
+                        "args": {"query": self._question(messages, None), "limit": 3},
+                        "id": _call_id(f"search\x00{question}", len(messages)),
+                        "type": "tool_call",
+                    }
+                    return self._message("", [call], messages)
                 return self._message(self._answer_from_kb(last, messages), [], messages)
+            if tool_name == SEARCH_TOOL_NAME:
+                return self._message(self._answer_from_search(last, messages), [], messages)
             return self._message(self._answer_from_tool(last, messages), [], messages)
         return self._message(self._answer_from_conversation(messages), [], messages)
 
@@ -363,6 +375,36 @@ class ExtractiveChatModel(BaseChatModel):
         picked = _best_sentences(results, question, self.max_answer_sentences)
         cited = " ".join(f"{c.sentence} [kb:{c.ident}]" if c.ident else c.sentence for c in picked)
         return f"From the knowledge base: {cited}"
+
+    def _answer_from_search(self, message: ToolMessage, messages: Sequence[BaseMessage]) -> str:
+        """Quote the best passages of earlier tool results, citing result id and file."""
+        question = self._question(messages, None)
+        try:
+            hits = json.loads(message_text(message)).get("hits") or []
+        except (TypeError, ValueError, AttributeError):
+            hits = []
+        results: list[_Result] = []
+        where: dict[str, str] = {}
+        for hit in hits:
+            if not isinstance(hit, dict):
+                continue
+            result = hit.get("result")
+            rid = result.get("id") if isinstance(result, dict) else None
+            ident = f"{hit.get('path')}@{hit.get('offset')}"
+            where[ident] = f"({hit.get('path')}, chars {hit.get('offset')}-{hit.get('end')})"
+            if rid:
+                where[ident] = f"[kb:{rid}] {where[ident]}"
+            text = str(hit.get("passage") or hit.get("snippet") or "")
+            results.append(_Result(ident, text, 0.0))
+        best = _best_sentences(results, question, self.max_answer_sentences)
+        picked = [c for c in best if c.overlap > 0]
+        if not picked:
+            return (
+                "I found nothing relevant in the knowledge base or in this thread's earlier "
+                f'tool results for "{_short(question)}".'
+            )
+        cited = " ".join(f"{c.sentence} {where[c.ident or '']}" for c in picked)
+        return f"From this thread's earlier tool results: {cited}"
 
     def _answer_from_preview(self, content: str, question: str) -> str:
         """A shortened (offloaded) or non-JSON result: quote it and name the ids it mentions."""

@@ -8,6 +8,7 @@ snippets shrink to fit the budget. Pure functions: no I/O, easy to test.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -19,6 +20,8 @@ from app.agents.workdir import OffloadRecord
 #: Tools whose JSON output is parsed into a structured preview (others may still match a shape).
 STRUCTURED_TOOLS = frozenset({"query_kb", "web_search", "tavily_search"})
 RECOVERY_TOOL = "read_workdir_file"
+#: Full-text search over the thread's offloaded originals; like the reader, never offloaded.
+SEARCH_TOOL = "search_workdir"
 #: Characters suggested per ``read_workdir_file`` call in the header.
 READ_CHUNK_CHARS = 20_000
 
@@ -34,6 +37,7 @@ _MAX_SNIPPET_CHARS = 1_200
 #: Characters a snippet line costs beyond its text: indent, newline, "... (+N chars)".
 _SNIPPET_OVERHEAD = 24
 _WS = re.compile(r"\s+")
+_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 
 
 def preview_header(record: OffloadRecord, *, tool_name: str | None = None) -> str:
@@ -163,7 +167,10 @@ def _looks_like_result(entry: Any) -> bool:
     return bool(keys & known)
 
 
+@functools.lru_cache(maxsize=16)
 def _parse(text: str) -> _Parsed | None:
+    """Parsed once per text: the offload reads it for the preview and for the index entry
+    (callers only read the result)."""
     try:
         data = json.loads(text)
     except (ValueError, TypeError):
@@ -294,6 +301,35 @@ def snippet_budgets(items: list[_Item], remaining: int) -> list[int]:
         budgets[index] = max(min(lengths[index], share, _MAX_SNIPPET_CHARS), 0)
         left -= budgets[index] + _SNIPPET_OVERHEAD
     return budgets
+
+
+def identity_of(entry: dict[str, Any]) -> dict[str, str]:
+    """id / source / title / url / text of one result object (any shape ``_item_from`` reads)."""
+    item = _item_from(entry)
+    found = {
+        "id": item.ids[0][1] if item.ids else None,
+        "source": item.source,
+        "title": item.title,
+        "url": item.url,
+        "text": item.text,
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def result_identities(text: str) -> dict[str, list[str]]:
+    """Every result id, URL and title a tool output holds, for the thread's offload index.
+
+    Structured (retrieval/search JSON): per result, in order. Anything else: the URLs in it.
+    """
+    parsed = _parse(text)
+    if parsed is None:
+        return {"ids": [], "urls": list(dict.fromkeys(_URL.findall(text))), "titles": []}
+    ids = [v for item in parsed.items for k, v in item.ids if v and not k.endswith("chunk_index")]
+    return {
+        "ids": list(dict.fromkeys(ids)),
+        "urls": list(dict.fromkeys(item.url for item in parsed.items if item.url)),
+        "titles": list(dict.fromkeys(item.title for item in parsed.items if item.title)),
+    }
 
 
 def build_preview(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -14,6 +15,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.context import AgentContext
+from app.agents.previews import SEARCH_TOOL
+from app.agents.recall import search_workdir as search_originals
 from app.agents.workdir import Workdir, WorkdirError
 from app.config import Settings
 from app.db.errors import is_connection_error
@@ -22,7 +25,9 @@ from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
 QUERY_KB = "query_kb"
 WEB_SEARCH = "web_search"
 READ_WORKDIR_FILE = "read_workdir_file"
+SEARCH_WORKDIR = SEARCH_TOOL
 MAX_READ_CHARS = 20_000
+MAX_SEARCH_HITS = 20
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +102,25 @@ def build_tools(
             ensure_ascii=False,
         )
 
-    tools: list[BaseTool] = [query_kb, read_workdir_file]
+    @tool(SEARCH_WORKDIR)
+    async def search_workdir(query: str, runtime: ToolRuntime, limit: int = 5) -> str:
+        """Full-text search over every tool result this thread offloaded to its workdir (also
+        ones summarized away long ago). Returns JSON hits with path, offset, end and a snippet;
+        read more with read_workdir_file(path, offset, limit)."""
+        ctx = _context(runtime)
+        limit = max(1, min(int(limit), MAX_SEARCH_HITS))
+        try:
+            hits = await asyncio.to_thread(
+                search_originals, workdir, ctx.thread_id, query, limit=limit
+            )
+        except (WorkdirError, ValueError, OSError) as exc:
+            return json.dumps({"error": str(exc), "query": query})
+        return json.dumps(
+            {"query": query, "count": len(hits), "hits": [hit.as_dict() for hit in hits]},
+            ensure_ascii=False,
+        )
+
+    tools: list[BaseTool] = [query_kb, read_workdir_file, search_workdir]
     if settings.web_search_url:
         tools.append(_web_search_tool(settings))
     return tools

@@ -1,6 +1,8 @@
 """Per-thread working folder where full tool results are offloaded.
 
-Layout: ``<root>/<thread_id>/tool-results/<tool_call_id>.txt``. The root must already exist
+Layout: ``<root>/<thread_id>/tool-results/<tool_call_id>.txt`` plus ``<root>/<thread_id>/index.jsonl``,
+one JSON line per offloaded result (path, tool, args, ids/URLs/titles, sha256) so every original
+stays findable however old it is. The root must already exist
 (the app creates it at start-up): a missing root is a deployment error we report instead of
 silently creating folders in an unexpected place. Writes are atomic (temp file + fsync +
 ``os.replace``) so a reader never sees a half-written file, and every read is confined to the
@@ -11,13 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 TOOL_RESULTS_DIR = "tool-results"
+#: The thread's index of offloaded results (JSON lines), relative to the thread folder.
+INDEX_PATH = "index.jsonl"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 
@@ -50,6 +56,8 @@ class OffloadRecord:
     chars: int
     bytes: int
     tool_call_id: str = ""
+    #: The identical original was already stored (nothing was written this time).
+    existed: bool = False
 
 
 def safe_name(raw: str) -> str:
@@ -72,8 +80,77 @@ class Workdir:
         return self.root / safe_name(str(thread_id))
 
     # --- writing ------------------------------------------------------------------------------
-    def write_tool_result(self, thread_id: str, tool_call_id: str, text: str) -> OffloadRecord:
-        """Atomically store the full text of a tool result; raise ``WorkdirError`` on failure."""
+    def write_tool_result(
+        self,
+        thread_id: str,
+        tool_call_id: str,
+        text: str,
+        *,
+        index: Mapping[str, object] | None = None,
+    ) -> OffloadRecord:
+        """Atomically store the full text of a tool result; raise ``WorkdirError`` on failure.
+
+        ``index``: extra fields (tool, args, ids...) of the thread's index entry, appended after
+        the file is stored; a failed append raises too, so the caller shrinks nothing that the
+        index cannot find. An original already stored and indexed is not indexed twice.
+        """
+        record = self._store_tool_result(thread_id, tool_call_id, text)
+        if index is not None:
+            entry = {
+                "path": record.path,
+                "tool_call_id": tool_call_id,
+                "sha256": record.sha256,
+                "chars": record.chars,
+                **index,
+            }
+            if not record.existed or not any(
+                e.get("path") == record.path and e.get("sha256") == record.sha256
+                for e in self.read_index(thread_id)
+            ):
+                self.append_index(thread_id, entry)
+        return record
+
+    def append_index(self, thread_id: str, entry: Mapping[str, object]) -> None:
+        """Append one entry to the thread's index as a single ``O_APPEND`` write + fsync.
+
+        One write per line: concurrent appenders cannot interleave within a line, and a torn
+        last line after a crash is skipped by ``read_index``.
+        """
+        line = (json.dumps(dict(entry), ensure_ascii=False, sort_keys=True) + "\n").encode()
+        thread_dir = self.thread_dir(thread_id)
+        if not self.root.is_dir():
+            raise WorkdirError(f"workdir root does not exist or is not a directory: {self.root}")
+        try:
+            thread_dir.mkdir(exist_ok=True)
+            fd = os.open(thread_dir / INDEX_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if os.write(fd, line) != len(line):
+                    raise OSError("short write to the index")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise WorkdirError(
+                f"cannot append to {INDEX_PATH} for thread {thread_id}: {exc}"
+            ) from exc
+
+    def read_index(self, thread_id: str) -> list[dict[str, object]]:
+        """The thread's index entries, oldest first ([] when nothing was offloaded yet)."""
+        try:
+            text, _, _ = self.read_text(thread_id, INDEX_PATH)
+        except WorkdirNotFoundError:
+            return []
+        entries: list[dict[str, object]] = []
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn last line (crash mid-append) is not an entry
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                entries.append(entry)
+        return entries
+
+    def _store_tool_result(self, thread_id: str, tool_call_id: str, text: str) -> OffloadRecord:
         data = text.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         relpath = f"{TOOL_RESULTS_DIR}/{safe_name(tool_call_id)}.txt"
@@ -95,8 +172,9 @@ class Workdir:
             chars=len(text),
             bytes=len(data),
             tool_call_id=tool_call_id,
+            existed=existing == digest,
         )
-        if existing == digest:
+        if record.existed:
             return record  # already stored, byte for byte
         tmp_name: str | None = None
         try:

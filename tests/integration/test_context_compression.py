@@ -302,7 +302,8 @@ async def test_automatic_compression_in_a_run_offloads_and_keeps_full_tool_outpu
         for m in await messages(h, tid):
             if m["role"] == "tool":
                 payload = json.loads(m["content"])  # full JSON, never a preview
-                assert payload["count"] == len(payload["results"])
+                items = payload["results"] if m["tool_name"] == "query_kb" else payload["hits"]
+                assert payload["count"] == len(items)
 
 
 async def test_delete_thread_removes_checkpoints_and_workdir_files(app_factory: AppFactory) -> None:

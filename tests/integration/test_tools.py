@@ -16,6 +16,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 
 from app.agents.context import AgentContext
+from app.agents.recall import index_fields
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
@@ -264,3 +265,52 @@ async def test_failing_web_search_is_an_error_tool_message_not_a_failed_run(
             snap = await h.container.agent.graph.aget_state(h.container.agent.config_for(tid))
             statuses = [m.status for m in snap.values["messages"] if isinstance(m, ToolMessage)]
             assert statuses == ["error", "error", "error"]
+
+
+async def test_search_workdir_hits_lead_read_workdir_file_to_the_passage(
+    clean_db: str, tmp_path: Path
+) -> None:
+    engine = create_engine(clean_db)
+    try:
+        wd = Workdir(tmp_path / "wd")
+        (tmp_path / "wd").mkdir()
+        filler = "".join(f"log line {i}: heartbeat ok\n" for i in range(2000))
+        text = filler + "ERROR disk quota exceeded on replica-7\n" + filler
+        wd.write_tool_result(
+            "thread-1", "call_1", text, index=index_fields("run_shell", {"cmd": "tail"}, text)
+        )
+        tools = {
+            t.name: t
+            for t in build_tools(
+                make_settings(clean_db, tmp_path), create_session_factory(engine), wd
+            )
+        }
+        out = json.loads(
+            await tools["search_workdir"].ainvoke(
+                {"query": "quota exceeded replica", "runtime": runtime_for("thread-1")}
+            )
+        )
+        assert out["count"] == 1
+        hit = out["hits"][0]
+        assert hit["path"] == "tool-results/call_1.txt" and hit["tool"] == "run_shell"
+        assert "disk quota exceeded on replica-7" in hit["snippet"]
+        page = json.loads(
+            await tools["read_workdir_file"].ainvoke(
+                {
+                    "path": hit["path"],
+                    "offset": hit["offset"],
+                    "limit": hit["end"] - hit["offset"],
+                    "runtime": runtime_for("thread-1"),
+                }
+            )
+        )
+        assert page["content"] == hit["snippet"]
+        # the same search from another thread finds nothing: its workdir has no such original
+        other = json.loads(
+            await tools["search_workdir"].ainvoke(
+                {"query": "quota exceeded replica", "runtime": runtime_for("thread-2")}
+            )
+        )
+        assert other == {"query": "quota exceeded replica", "count": 0, "hits": []}
+    finally:
+        await engine.dispose()

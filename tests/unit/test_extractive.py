@@ -290,3 +290,52 @@ def test_truncate_to_tokens_never_exceeds_the_bound() -> None:
     for limit in (0, 1, 7, 33, 100):
         assert count_tokens(truncate_to_tokens(text, limit)) <= limit
     assert truncate_to_tokens("short", 10) == "short"
+
+
+def test_falls_back_to_search_workdir_only_when_the_thread_holds_offloads() -> None:
+    model = ExtractiveChatModel()
+    tools = [{"type": "function", "function": {"name": n}} for n in ("query_kb", "search_workdir")]
+    question = "How often does master key rotation happen?"
+    call = {"name": "query_kb", "args": {"query": question}, "id": "call_1", "type": "tool_call"}
+    empty = json.dumps({"query": question, "count": 0, "results": []})
+    summary = HumanMessage(
+        "Summary of earlier conversation: ...",
+        additional_kwargs={"threadkeeper": {"kind": "summary"}},
+    )
+    turn = [
+        HumanMessage(question),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(empty, tool_call_id="call_1", name="query_kb"),
+    ]
+    # Nothing offloaded in this thread: searching the workdir cannot help, answer right away.
+    plain = model.respond(turn, tools=tools)
+    assert not plain.tool_calls and "nothing relevant" in plain.text
+    # A summarized thread: the knowledge base has no answer, so search the old tool results.
+    searched = model.respond([summary, *turn], tools=tools)
+    assert [c["name"] for c in searched.tool_calls] == ["search_workdir"]
+    assert searched.tool_calls[0]["args"]["query"] == question
+    hits = {
+        "hits": [
+            {
+                "path": "tool-results/call_0.txt",
+                "offset": 120,
+                "end": 440,
+                "snippet": '..."content": "Master key rotation happens each 41 days."...',
+                "passage": "Master key rotation happens each 41 days.",
+                "result": {"id": "kb-9", "source": "vault.md"},
+            }
+        ]
+    }
+    answered = model.respond(
+        [
+            summary,
+            *turn,
+            AIMessage("", tool_calls=[{**searched.tool_calls[0]}]),
+            ToolMessage(
+                json.dumps(hits), tool_call_id=searched.tool_calls[0]["id"], name="search_workdir"
+            ),
+        ],
+        tools=tools,
+    )
+    assert "41 days" in answered.text and "[kb:kb-9]" in answered.text
+    assert "(tool-results/call_0.txt, chars 120-440)" in answered.text

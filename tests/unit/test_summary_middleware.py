@@ -29,7 +29,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from app.agents.middlewares.summary import (
-    ARTIFACTS_HEADER,
     SUMMARY_HEADER,
     ContextCompressor,
     NothingToCompress,
@@ -43,7 +42,7 @@ from app.agents.middlewares.summary import (
 )
 from app.agents.overflow import is_context_overflow
 from app.agents.tokens import TokenCounter
-from app.agents.workdir import Workdir
+from app.agents.workdir import INDEX_PATH, Workdir
 
 COUNTER = TokenCounter()
 SYSTEM = SystemMessage(content="You are a careful assistant. Cite result ids.")
@@ -696,25 +695,107 @@ async def test_agent_summarizer_failure_sends_offloaded_view(tmp_path: Path) -> 
 
 
 @pytest.mark.asyncio
-async def test_summary_lists_offloaded_files_and_folds_the_list(tmp_path: Path) -> None:
+async def test_summary_names_the_index_of_every_original_with_no_cap(tmp_path: Path) -> None:
     summarizer = CountingSummarizer()
     comp = compressor(tmp_path, summarizer, threshold=4000)
-    messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    # 40 large results plus small ones: more than the old 25-file list could name.
+    messages = thread(40, lambda i: kb_payload(f"topic {i}", n=10) if i % 4 else f"tiny {i}")
     first = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
     summary = first.messages[0]
+    assert is_summary_message(summary)
+    assert INDEX_PATH in summary.text and "search_workdir" in summary.text
+    index = Workdir(tmp_path).read_index("t")
+    indexed = {e["tool_call_id"] for e in index}
     kept_calls = {m.tool_call_id for m in first.messages if isinstance(m, ToolMessage)}
-    summarized_offloads = [r.path for r in first.offloaded if r.tool_call_id not in kept_calls]
-    assert summarized_offloads
-    for path in summarized_offloads:
-        assert f"- {path}: query_kb" in summary.text
-        assert (tmp_path / "t" / path).is_file()
-    listed = summary.additional_kwargs["threadkeeper"]["artifacts"]
-    assert [a["path"] for a in listed] == summarized_offloads
+    summarized_calls = {f"call_{i}" for i in range(40)} - kept_calls
+    assert len(summarized_calls) > 25
+    # every summarized-away original is indexed, small ones included, each exactly once
+    assert summarized_calls <= indexed and len(indexed) == len(index)
+    assert f"all {len(index)} full originals" in summary.text
+    for entry in index:
+        original = next(
+            m
+            for m in messages
+            if isinstance(m, ToolMessage) and m.tool_call_id == entry["tool_call_id"]
+        )
+        stored = (tmp_path / "t" / str(entry["path"])).read_text(encoding="utf-8")
+        assert stored == original.text
+        assert entry["sha256"] == hashlib.sha256(stored.encode()).hexdigest()
+        assert entry["tool"] == "query_kb" and entry["args"] == {
+            "query": f"topic {original.tool_call_id[5:]}"
+        }
+        if original.text.startswith("{"):
+            payload = json.loads(original.text)
+            assert entry["ids"][0] == payload["results"][0]["id"]
+            assert entry["urls"] == [r["url"] for r in payload["results"]]
+            assert entry["titles"] == [r["title"] for r in payload["results"]]
     grown = [*first.messages[:-1], *thread(12, lambda i: kb_payload(f"more {i}", n=10))[4:]]
     second = await comp.compress(grown, thread_id="t", system_message=SYSTEM)
     assert second.summarized
-    # the previous file list is carried over structurally, not re-summarized as prose
+    # the previous summary is folded as prose, without the index note (added once, fresh)
     assert summarizer.previous[1] == first.summary_text
-    assert ARTIFACTS_HEADER not in (summarizer.previous[1] or "")
-    for path in summarized_offloads:
-        assert f"- {path}: query_kb" in second.messages[0].text
+    assert INDEX_PATH not in (summarizer.previous[1] or "")
+    assert second.messages[0].text.count(INDEX_PATH) == 1
+
+
+def with_new_result(messages: list[BaseMessage], text: str) -> list[BaseMessage]:
+    """The request after the model called query_kb for the current question."""
+    return [
+        *messages,
+        AIMessage(
+            content="", id="anew", tool_calls=[{"name": "query_kb", "args": {}, "id": "call_new"}]
+        ),
+        ToolMessage(content=text, tool_call_id="call_new", name="query_kb", id="tnew"),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_crossing_at_a_new_result_shrinks_only_that_result(tmp_path: Path) -> None:
+    """The previous request stays an unchanged prefix: older (cached) results stay verbatim."""
+    summarizer = CountingSummarizer()
+    earlier = thread(2, lambda i: kb_payload(f"topic {i}", n=10))
+    request = with_new_result(earlier, kb_payload("fresh", n=20))
+    previous_size = COUNTER.count_request(SYSTEM, None, earlier)
+    comp = compressor(tmp_path, summarizer, threshold=previous_size + 1800)
+    outcome = await comp.compress(request, thread_id="t", system_message=SYSTEM)
+    assert outcome.changed and not outcome.summarized and summarizer.calls == 0
+    assert [m.id for m in outcome.replaced] == ["tnew"]
+    assert outcome.messages[: len(earlier) + 1] == request[: len(earlier) + 1]
+    assert outcome.before_tokens >= previous_size + 1800 > outcome.after_tokens
+
+
+@pytest.mark.asyncio
+async def test_a_needed_rewrite_offloads_every_large_result_at_once(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    messages = thread(4, lambda i: kb_payload(f"topic {i}", n=10))
+    comp = compressor(
+        tmp_path, summarizer, threshold=COUNTER.count_request(SYSTEM, None, messages) - 50
+    )
+    outcome = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    assert not outcome.summarized
+    # one step frees room for several turns instead of just enough for this request
+    assert sorted(r.tool_call_id for r in outcome.offloaded) == [f"call_{i}" for i in range(4)]
+
+
+@pytest.mark.asyncio
+async def test_once_compacted_new_results_arrive_as_previews_below_the_threshold(
+    tmp_path: Path,
+) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=20_000)
+    compacted, _ = deterministic_pass(
+        thread(2, lambda i: kb_payload(f"topic {i}", n=10)),
+        thread_id="t",
+        workdir=Workdir(tmp_path),
+        counter=COUNTER,
+        preview_tokens=300,
+    )
+    request = with_new_result(compacted, kb_payload("fresh", n=10))
+    assert comp.count(request, system_message=SYSTEM) < 20_000
+    outcome = await comp.compress(request, thread_id="t", system_message=SYSTEM)
+    assert [m.id for m in outcome.replaced] == ["tnew"]
+    assert outcome.messages[:-1] == request[:-1]  # append-only: the cached prefix is untouched
+    # a thread never compacted keeps a new result verbatim below the threshold
+    fresh = with_new_result(thread(2), kb_payload("fresh", n=10))
+    untouched = await comp.compress(fresh, thread_id="t2", system_message=SYSTEM)
+    assert not untouched.changed

@@ -4,7 +4,11 @@ Order of operations, cheapest and least lossy first:
 
 1. count the request (system prompt + tool schemas + messages); below the threshold: send as is;
 2. deterministic pass: offload large tool results to the Workdir and show a preview instead
-   (no model call, nothing lost: the full text stays readable with ``read_workdir_file``);
+   (no model call, nothing lost: the full text stays readable with ``read_workdir_file`` and
+   findable through the thread's index and ``search_workdir``). Cache-aware order: results the
+   model was never sent go first (the cached prefix stays intact); if a rewrite of the sent part
+   is needed, every large result goes in that one step. Once compacted, new large results arrive
+   as previews (append-only view);
 3. still over: summarize the oldest part with the summarizer, keep the recent part and always
    the current user turn verbatim, never splitting an AI tool call from its tool results;
 4. a provider context-overflow error forces step 3 and one retry with a strictly smaller request.
@@ -20,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -50,9 +53,16 @@ from langgraph.types import Command
 from app.agents.messages import MARKER
 from app.agents.messages import marker as _meta
 from app.agents.overflow import is_context_overflow
-from app.agents.previews import RECOVERY_TOOL, build_preview
+from app.agents.previews import RECOVERY_TOOL, SEARCH_TOOL, build_preview
+from app.agents.recall import index_fields
 from app.agents.tokens import TokenCounter, count_tokens, truncate_to_tokens
-from app.agents.workdir import OffloadRecord, Workdir, WorkdirError, WorkdirPathError
+from app.agents.workdir import (
+    INDEX_PATH,
+    OffloadRecord,
+    Workdir,
+    WorkdirError,
+    WorkdirPathError,
+)
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -64,10 +74,10 @@ SUMMARY_NAME = "context_summary"
 SUMMARY_HEADER = "Summary of earlier conversation:"
 #: Characters of preview per token of ``tool_result_preview_tokens`` (JSON/ids run ~3 chars/token).
 PREVIEW_CHARS_PER_TOKEN = 3
-DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL})
+DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL, SEARCH_TOOL})
+#: Older summaries listed offloaded files under this header; ``summary_text_of`` strips it.
 ARTIFACTS_HEADER = "Offloaded tool results (full text readable with read_workdir_file):"
-#: Newest offloaded files listed in a summary (about 30 tokens each).
-MAX_ARTIFACTS = 25
+INDEX_HEADER = "Offloaded tool results:"
 
 
 # --- contracts ----------------------------------------------------------------------------------
@@ -171,43 +181,19 @@ def summary_text_of(message: BaseMessage) -> str:
         if text.startswith(header):
             text = text[len(header) :].strip()
             break
-    return text.split(f"\n\n{ARTIFACTS_HEADER}", 1)[0].strip()
+    for header in (ARTIFACTS_HEADER, INDEX_HEADER):
+        text = text.split(f"\n\n{header}", 1)[0]
+    return text.strip()
 
 
-def offloaded_artifacts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """Index entries for offloaded tool results among ``messages`` (oldest first).
-
-    Carried in the summary so the model still knows which full results it can read back
-    after the previews themselves were summarized away.
-    """
-    calls: dict[str, dict[str, Any]] = {}
-    for message in messages:
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id"):
-                    calls[str(call["id"])] = dict(call.get("args") or {})
-    entries: list[dict[str, Any]] = []
-    for message in messages:
-        info = _meta(message).get("offloaded")
-        if isinstance(message, ToolMessage) and isinstance(info, dict):
-            args = json.dumps(calls.get(message.tool_call_id, {}), ensure_ascii=False)
-            entries.append(
-                {
-                    "path": info.get("path"),
-                    "tool": message.name or "",
-                    "args": args if len(args) <= 120 else args[:117] + "...",
-                    "chars": info.get("chars"),
-                    "sha256": info.get("sha256"),
-                }
-            )
-    return entries
-
-
-def _render_artifacts(entries: Sequence[dict[str, Any]]) -> str:
-    lines = [ARTIFACTS_HEADER]
-    for entry in entries:
-        lines.append(f"- {entry['path']}: {entry['tool']} {entry['args']} ({entry['chars']} chars)")
-    return "\n".join(lines)
+def index_note(indexed: int) -> str:
+    """The summary's pointer to every offloaded original (one line, however many there are)."""
+    return (
+        f"{INDEX_HEADER} all {indexed} full originals are kept in this thread's workdir and "
+        f"listed in the file {INDEX_PATH} (one JSON line each: path, tool, args, result ids, "
+        "URLs, titles, sha256). Find text in any of them with search_workdir(query) and read "
+        "one with read_workdir_file(path, offset, limit)."
+    )
 
 
 def build_summary_message(
@@ -217,14 +203,14 @@ def build_summary_message(
     previous_summarized: int = 0,
     summary_tokens: int | None = None,
     reason: str = "threshold",
-    artifacts: Sequence[dict[str, Any]] = (),
+    indexed: int = 0,
     provider_ratio: float = 1.0,
     offload_failures: Sequence[str] = (),
 ) -> HumanMessage:
     """The message that replaces the summarized history, clearly marked as a summary.
 
-    ``artifacts`` (see :func:`offloaded_artifacts`) are listed after the summary text so the
-    offloaded files stay discoverable; at most ``MAX_ARTIFACTS`` newest entries are kept.
+    ``indexed``: offloaded originals in the thread's index; when any, the summary names the
+    index file (and ``search_workdir``) so every one of them stays discoverable.
     """
     meta: dict[str, Any] = {
         "kind": "summary",
@@ -242,10 +228,9 @@ def build_summary_message(
         # Large results stayed verbatim because the Workdir write failed: say so, and why.
         meta["offload_failed"] = {"count": len(offload_failures), "reason": offload_failures[0]}
     content = f"{SUMMARY_HEADER}\n{text.strip()}"
-    kept = list(artifacts)[-MAX_ARTIFACTS:]
-    if kept:
-        meta["artifacts"] = kept
-        content += "\n\n" + _render_artifacts(kept)
+    if indexed:
+        meta["indexed"] = indexed
+        content += "\n\n" + index_note(indexed)
     return HumanMessage(
         content=content,
         name=SUMMARY_NAME,
@@ -254,14 +239,15 @@ def build_summary_message(
     )
 
 
-def _tool_names_by_call(messages: Sequence[BaseMessage]) -> dict[str, str]:
-    names: dict[str, str] = {}
+def _calls_by_id(messages: Sequence[BaseMessage]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """tool_call_id -> (tool name, args) of the AI tool calls among ``messages``."""
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
     for message in messages:
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
                 if call.get("id"):
-                    names[str(call["id"])] = call["name"]
-    return names
+                    calls[str(call["id"])] = (call["name"], dict(call.get("args") or {}))
+    return calls
 
 
 def _plain_text(message: ToolMessage) -> str | None:
@@ -291,26 +277,29 @@ def deterministic_pass(
     protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
     stop_below: int | None = None,
     base_tokens: int = 0,
+    start: int = 0,
     failures: list[str] | None = None,
 ) -> tuple[list[BaseMessage], list[OffloadRecord]]:
     """Offload ToolMessages larger than ``preview_tokens`` (oldest first) and show previews.
 
-    ``stop_below``: stop as soon as ``base_tokens`` + the view is under it, so recent results
-    stay verbatim when offloading older ones is enough (``None`` offloads all, manual path).
-    A failed write leaves that message unchanged; its reason is appended to ``failures``.
-    Returns copies; inputs are not mutated.
+    Only ``messages[start:]`` are candidates. ``stop_below``: stop as soon as ``base_tokens`` +
+    the view is under it (``None`` offloads every candidate). Each original gets its entry in
+    the thread's index in the same Workdir call; a failed write or append leaves that message
+    unchanged and its reason is appended to ``failures``. Returns copies; inputs are not mutated.
     """
     view = list(messages)
     offloaded: list[OffloadRecord] = []
-    call_names = _tool_names_by_call(messages)
+    calls = _calls_by_id(messages)
     running = base_tokens + counter.count_messages(view) if stop_below is not None else 0
     budget_chars = max(preview_tokens * PREVIEW_CHARS_PER_TOKEN, 600)
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         if stop_below is not None and running < stop_below:
             break
         if not isinstance(message, ToolMessage) or is_offloaded(message):
             continue
-        tool_name = message.name or call_names.get(message.tool_call_id, "")
+        tool_name, args = calls.get(message.tool_call_id, ("", {}))
+        tool_name = message.name or tool_name
         if tool_name in protected_tools:
             continue
         original_tokens = counter.count_message(message)
@@ -319,17 +308,8 @@ def deterministic_pass(
         text = _plain_text(message)
         if text is None:
             continue
-        try:
-            record = workdir.write_tool_result(thread_id, message.tool_call_id, text)
-        except (WorkdirError, WorkdirPathError) as exc:
-            log.warning(
-                "workdir_offload_failed",
-                thread_id=thread_id,
-                tool_call_id=message.tool_call_id,
-                error=str(exc),
-            )
-            if failures is not None:
-                failures.append(workdir_failure_reason(exc))
+        record = _store(workdir, thread_id, message, tool_name, args, text, failures)
+        if record is None:
             continue
         preview = build_preview(tool_name, text, record, budget_chars)
         meta = {
@@ -357,6 +337,78 @@ def deterministic_pass(
         offloaded.append(record)
         running -= original_tokens - new_tokens
     return view, offloaded
+
+
+def _store(
+    workdir: Workdir,
+    thread_id: str,
+    message: ToolMessage,
+    tool_name: str,
+    args: dict[str, Any],
+    text: str,
+    failures: list[str] | None = None,
+) -> OffloadRecord | None:
+    """Write one original and its index entry; None (logged, reason appended to ``failures``)
+    when the Workdir refuses."""
+    try:
+        return workdir.write_tool_result(
+            thread_id,
+            message.tool_call_id,
+            text,
+            index=index_fields(tool_name, args, text),
+        )
+    except (WorkdirError, WorkdirPathError) as exc:
+        log.warning(
+            "workdir_offload_failed",
+            thread_id=thread_id,
+            tool_call_id=message.tool_call_id,
+            error=str(exc),
+        )
+        if failures is not None:
+            failures.append(workdir_failure_reason(exc))
+        return None
+
+
+def keep_originals(
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str,
+    workdir: Workdir,
+    protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
+) -> int:
+    """Store (and index) every not yet offloaded tool result about to be summarized away,
+    whatever its size, so the summary never loses an original; returns the index size."""
+    calls = _calls_by_id(messages)
+    for message in messages:
+        if not isinstance(message, ToolMessage) or is_offloaded(message):
+            continue
+        tool_name, args = calls.get(message.tool_call_id, ("", {}))
+        tool_name = message.name or tool_name
+        text = _plain_text(message)
+        if tool_name in protected_tools or text is None:
+            continue
+        _store(workdir, thread_id, message, tool_name, args, text)
+    try:
+        return len(workdir.read_index(thread_id))
+    except (WorkdirError, WorkdirPathError):
+        return 0
+
+
+def _compacted(sent: Sequence[BaseMessage], fresh: Sequence[BaseMessage]) -> bool:
+    """The thread already crossed the threshold (its sent view holds a summary or previews)
+    and new tool results arrived."""
+    return any(isinstance(m, ToolMessage) for m in fresh) and any(
+        is_offloaded(m) or is_summary_message(m) for m in sent
+    )
+
+
+def new_input_start(messages: Sequence[BaseMessage]) -> int:
+    """Index of the first message the model has not been sent yet: everything after its last
+    reply. Changing only these keeps the previous request an unchanged (cached) prefix."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], AIMessage):
+            return index + 1
+    return 0
 
 
 # --- step 3: what to summarize ------------------------------------------------------------------
@@ -521,6 +573,31 @@ class ContextCompressor:
             summary_timeout_seconds=settings.summary_timeout_seconds,
         )
 
+    async def _offload(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        base: int,
+        *,
+        stop_below: int | None,
+        start: int = 0,
+        failures: list[str] | None = None,
+    ) -> tuple[list[BaseMessage], list[OffloadRecord]]:
+        assert self.workdir is not None
+        return await asyncio.to_thread(
+            deterministic_pass,
+            messages,
+            thread_id=thread_id,
+            workdir=self.workdir,
+            counter=self.counter,
+            preview_tokens=self.preview_tokens,
+            protected_tools=self.protected_tools,
+            stop_below=stop_below,
+            base_tokens=base,
+            start=start,
+            failures=failures,
+        )
+
     def count(
         self,
         messages: Sequence[BaseMessage],
@@ -556,25 +633,38 @@ class ContextCompressor:
         limit = math.ceil(self.summary_threshold / ratio)
         base = self.counter.count_request(system_message, tools, ())
         before = base + self.counter.count_messages(messages)
-        if not force and before < limit:
-            return CompressionOutcome(list(messages), scale(before, ratio), scale(before, ratio))
-
         view: list[BaseMessage] = list(messages)
         offloaded: list[OffloadRecord] = []
         failures: list[str] = []
-        if self.workdir is not None and thread_id:
-            view, offloaded = await asyncio.to_thread(
-                deterministic_pass,
-                messages,
-                thread_id=thread_id,
-                workdir=self.workdir,
-                counter=self.counter,
-                preview_tokens=self.preview_tokens,
-                protected_tools=self.protected_tools,
-                stop_below=None if force else limit,
-                base_tokens=base,
-                failures=failures,
+        can_offload = self.workdir is not None and bool(thread_id)
+        fresh = new_input_start(view)
+        if not force and can_offload and _compacted(view[:fresh], view[fresh:]):
+            # Append-only once compacted: a large result the model has not been sent yet
+            # arrives as a preview. It is the tail, so no cached prefix is lost; kept verbatim
+            # it would only force a rewrite of the cached prefix at the next crossing.
+            view, offloaded = await self._offload(
+                view, str(thread_id), base, stop_below=None, start=fresh, failures=failures
             )
+        if not force and base + self.counter.count_messages(view) < limit:
+            if not offloaded:
+                return CompressionOutcome(
+                    view, scale(before, ratio), scale(before, ratio), offload_failures=failures
+                )
+        elif can_offload:
+            if not force:
+                # Cache-aware first: results the model was never sent shrink for free (the
+                # previous request stays an unchanged prefix of this one).
+                view, more = await self._offload(
+                    view, str(thread_id), base, stop_below=limit, start=fresh, failures=failures
+                )
+                offloaded += more
+            if force or base + self.counter.count_messages(view) >= limit:
+                # Rewriting the cached part is unavoidable now: offload every large result in
+                # one step so the next crossing is many turns away, never a trickle per turn.
+                view, more = await self._offload(
+                    view, str(thread_id), base, stop_below=None, failures=failures
+                )
+                offloaded += more
         if failures and require_offload:
             raise WorkdirUnavailable(
                 f"{len(failures)} tool result(s) had to be offloaded but the workdir could not "
@@ -610,8 +700,15 @@ class ContextCompressor:
         previous = summary_text_of(view[0]) if head else None
         previous_count = int(_meta(view[0]).get("summarized_messages", 0)) if head else 0
         to_summarize = view[head:cut]
-        artifacts = [*(_meta(view[0]).get("artifacts") or [] if head else [])]
-        artifacts += offloaded_artifacts(to_summarize)
+        indexed = 0
+        if self.workdir is not None and thread_id:
+            indexed = await asyncio.to_thread(
+                keep_originals,
+                to_summarize,
+                thread_id=thread_id,
+                workdir=self.workdir,
+                protected_tools=self.protected_tools,
+            )
         try:
             call = self.summarizer.asummarize(
                 to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
@@ -638,7 +735,7 @@ class ContextCompressor:
             previous_summarized=previous_count,
             summary_tokens=self.counter.count_text(text),
             reason=reason,
-            artifacts=artifacts,
+            indexed=indexed,
             provider_ratio=ratio,
             offload_failures=failures,
         )

@@ -1,0 +1,174 @@
+"""Total recall of offloaded tool results: the index entry of each original and full-text search.
+
+Why: a summary can only name so much. Every original the summary middleware offloads gets an
+entry in the thread's ``index.jsonl`` (see ``Workdir.write_tool_result``), and
+``search_workdir`` finds text in any of them, however long ago it was summarized away, returning
+paths and character offsets that ``read_workdir_file`` follows. Only the Workdir's public methods
+are used, so the storage behind it can change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.agents.previews import identity_of, result_identities
+from app.agents.terms import terms
+from app.agents.workdir import Workdir, WorkdirError, WorkdirPathError
+
+#: Longest ``args`` JSON kept verbatim in an index entry.
+MAX_ARGS_CHARS = 2_000
+DEFAULT_SNIPPET_CHARS = 320
+
+
+def index_fields(tool: str, args: dict[str, Any], text: str) -> dict[str, Any]:
+    """The index entry of one offloaded result, beyond path / sha256 / chars (Workdir's part)."""
+    rendered = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    return {
+        "tool": tool,
+        "args": args if len(rendered) <= MAX_ARGS_CHARS else rendered[:MAX_ARGS_CHARS] + "...",
+        **result_identities(text),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One passage of an offloaded original: ``text[offset:end]`` of the file at ``path``."""
+
+    path: str
+    tool: str
+    offset: int
+    end: int
+    snippet: str
+    matched: list[str]
+    sha256: str
+    #: id / source / title / url of the result object the match sits in (JSON results).
+    result: dict[str, str] | None = None
+    #: The matching part of that result's own text (no JSON quoting), when there is one.
+    passage: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def search_workdir(
+    workdir: Workdir,
+    thread_id: str,
+    query: str,
+    *,
+    limit: int = 5,
+    snippet_chars: int = DEFAULT_SNIPPET_CHARS,
+) -> list[SearchHit]:
+    """Best passage per indexed original, best first: the exact query (case-insensitive) beats
+    the most distinct query terms within ``snippet_chars``; ties go to the newer original."""
+    needle = " ".join(query.split())
+    words = sorted(terms(needle), key=len, reverse=True)
+    if not needle or (not words and len(needle) < 2):
+        return []
+    scored: list[tuple[tuple[int, int, int], SearchHit]] = []
+    seen: set[str] = set()
+    for order, entry in enumerate(workdir.read_index(thread_id)):
+        path = str(entry["path"])
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            text, _, sha = workdir.read_text(thread_id, path)
+        except (WorkdirError, WorkdirPathError):
+            continue  # an original that cannot be read is not a hit
+        found = _best_passage(text, needle, words, snippet_chars)
+        if found is None:
+            continue
+        score, start, end, matched, at = found
+        result = _enclosing_result(text, at)
+        passage = None
+        body = result.pop("text", "") if result is not None else ""
+        inner = _best_passage(body, needle, words, snippet_chars) if body else None
+        if inner is not None:
+            passage = body[inner[1] : inner[2]]
+        hit = SearchHit(
+            path=path,
+            tool=str(entry.get("tool") or ""),
+            offset=start,
+            end=end,
+            snippet=text[start:end],
+            matched=matched,
+            sha256=sha,
+            result=result or None,
+            passage=passage,
+        )
+        scored.append(((score[0], score[1], order), hit))
+    scored.sort(key=lambda pair: pair[0], reverse=True)
+    return [hit for _, hit in scored[: max(1, limit)]]
+
+
+def _best_passage(
+    text: str, needle: str, words: list[str], width: int
+) -> tuple[tuple[int, int], int, int, list[str], int] | None:
+    """(score, start, end, matched terms, first match) of the best ``width``-char window."""
+    phrase = re.compile(re.escape(needle).replace(r"\ ", r"\s+"), re.IGNORECASE)
+    exact = phrase.search(text)
+    if exact is not None:
+        start, end = _window(text, exact.start(), exact.end(), width)
+        return (1, len(words)), start, end, [needle], exact.start()
+    hits = sorted(
+        (m.start(), m.end(), word)
+        for word in words
+        for m in re.finditer(re.escape(word), text, re.IGNORECASE)
+    )
+    if not hits:
+        return None
+    best: tuple[int, int, int] | None = None  # (distinct terms, first hit, last hit)
+    left = 0
+    for right in range(len(hits)):
+        while hits[right][1] - hits[left][0] > width:
+            left += 1
+        distinct = len({h[2] for h in hits[left : right + 1]})
+        if best is None or distinct > best[0]:
+            best = (distinct, left, right)
+    assert best is not None
+    distinct, first, last = best
+    matched = sorted({h[2] for h in hits[first : last + 1]})
+    start, end = _window(text, hits[first][0], hits[last][1], width)
+    return (0, distinct), start, end, matched, hits[first][0]
+
+
+def _window(text: str, start: int, end: int, width: int) -> tuple[int, int]:
+    """``width`` characters around ``text[start:end]`` (more if the match itself is longer)."""
+    pad = max(0, (width - (end - start)) // 2)
+    lo = max(0, start - pad)
+    hi = min(len(text), max(end, lo + width))
+    return lo, hi
+
+
+def _enclosing_result(text: str, position: int) -> dict[str, str] | None:
+    """Identity of the innermost JSON object around ``position`` that names a result."""
+    if text.lstrip()[:1] not in ("[", "{"):
+        return None
+    stack: list[int] = []
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            stack.append(index)
+        elif char == "}" and stack:
+            start = stack.pop()
+            if start <= position <= index:
+                try:
+                    value = json.loads(text[start : index + 1])
+                except ValueError:
+                    return None
+                identity = identity_of(value) if isinstance(value, dict) else {}
+                if identity:
+                    return identity
+    return None

@@ -1,0 +1,67 @@
+"""Total recall: a fact only an old, summarized-away tool result held is still answered, with
+its source, through the thread's offload index and ``search_workdir`` (real PostgreSQL, app)."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from app.agents.workdir import INDEX_PATH
+from app.db.urls import libpq_url
+from tests.conftest import AUTH, AppFactory
+from tests.integration.test_agent_runtime import add_doc, messages, new_thread
+from tests.integration.test_context_compression import BIG_DOC, run_turns, state
+
+pytestmark = pytest.mark.integration
+
+VAULT_DOC = (
+    "Audit log exports run nightly to the archive bucket. "
+    "Separately, master key rotation happens each 41 days under policy ZX-7."
+)
+
+
+async def test_fact_from_a_summarized_away_result_is_answered_with_its_source(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    async with app_factory(
+        summary_threshold=3000, tool_result_preview_tokens=300, summary_keep_recent_tokens=400
+    ) as h:
+        vault = await add_doc(h, VAULT_DOC, title="Vault handbook")
+        await add_doc(h, BIG_DOC, title="Leases")
+        tid = await new_thread(h)
+        await run_turns(h, tid, ["When do audit log exports run?"])
+        first = await messages(h, tid)
+        tool_result = next(m for m in first if m["role"] == "tool")
+        assert "41 days" in tool_result["content"]
+        assert "41 days" not in first[-1]["content"]  # the answer quoted the export sentence
+        chunk_id = json.loads(tool_result["content"])["results"][0]["id"]
+        # Bury that result under many turns, then take the document out of the knowledge base
+        # so query_kb can no longer answer: only the thread's own old tool result holds the fact.
+        await run_turns(h, tid, [f"how does lease {i} expire?" for i in range(8)])
+        with psycopg.connect(libpq_url(clean_db), autocommit=True) as conn:
+            conn.execute("DELETE FROM kb_documents WHERE id = %s", (vault["id"],))
+        view = await state(h, tid)
+        assert view["summary"]["present"]
+        visible = "\n".join(m["content"] for m in view["messages"])
+        assert "41 days" not in visible
+        assert INDEX_PATH in visible and "search_workdir" in visible
+
+        await run_turns(h, tid, ["How often does master key rotation happen?"])
+        history = await messages(h, tid)
+        asked = max(i for i, m in enumerate(history) if m["role"] == "user")
+        last_turn = history[asked + 1 :]
+        calls = [c["name"] for m in last_turn for c in (m.get("tool_calls") or [])]
+        assert calls == ["query_kb", "search_workdir"], last_turn
+        answer = last_turn[-1]["content"]
+        assert "41 days" in answer
+        assert f"[kb:{chunk_id}]" in answer
+        assert "tool-results/" in answer
+        # The cited path and offsets lead back to the original text.
+        hits = json.loads(last_turn[-2]["content"])["hits"]
+        top = hits[0]
+        resp = await h.client.get(f"/v1/threads/{tid}/workdir/{top['path']}", headers=AUTH)
+        assert resp.status_code == 200
+        assert resp.text[top["offset"] : top["end"]] == top["snippet"]
+        assert "41 days" in top["snippet"]

@@ -32,7 +32,10 @@ def _serve(args: argparse.Namespace) -> None:
     if overrides:
         settings = msgspec.structs.replace(settings, **overrides)
     app = create_app(settings)
-    uvicorn.Server(server_config(app, settings)).run()
+    # As uvicorn.run does: Ctrl-C/SIGINT after a graceful shutdown is no error (and must not
+    # print a plain-text traceback between the JSON log lines).
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(server_config(app, settings)).run()
 
 
 def _migrate(_: argparse.Namespace) -> None:

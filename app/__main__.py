@@ -12,7 +12,7 @@ import structlog
 
 from app.config import load_settings
 from app.log_redaction import secrets_of
-from app.logging import configure_logging
+from app.logging import configure_logging, warn_unknown_settings
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -32,7 +32,10 @@ def _serve(args: argparse.Namespace) -> None:
     if overrides:
         settings = msgspec.structs.replace(settings, **overrides)
     app = create_app(settings)
-    uvicorn.Server(server_config(app, settings)).run()
+    # As uvicorn.run does: Ctrl-C/SIGINT after a graceful shutdown is no error (and must not
+    # print a plain-text traceback between the JSON log lines).
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(server_config(app, settings)).run()
 
 
 def _migrate(_: argparse.Namespace) -> None:
@@ -46,16 +49,27 @@ def _migrate(_: argparse.Namespace) -> None:
 
 
 def _worker(args: argparse.Namespace) -> None:
+    from app import telemetry
     from app.container import build_container
 
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
+    warn_unknown_settings()
+    if settings.worker_metrics_port:
+        # This process's own counters (runs, compressions, lease recoveries happen here).
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.worker_metrics_port, addr=settings.host)
+    provider = telemetry.build_tracer_provider(settings)
 
     async def main() -> None:
         # No SSE is served here: the event listener is the API process's business.
         container = await build_container(
             settings, migrate=args.migrate, start_worker=True, start_notifier=False
         )
+        if provider is not None:
+            telemetry.instrument_engine(container.engine, provider)
+            telemetry.activate(provider)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -64,6 +78,7 @@ def _worker(args: argparse.Namespace) -> None:
         structlog.get_logger().info("worker_started", holder=container.worker.holder)
         await stop.wait()
         await container.close()
+        telemetry.shutdown(provider)
 
     asyncio.run(main())
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     http_header_timeout_seconds: float = 10.0
     log_level: str = "INFO"
     log_json: bool = True
+    #: Per-principal token bucket on /v1 (per process: N API processes allow N times this).
+    #: 0 disables it. Over the limit: 429 ``rate_limited`` with ``Retry-After``.
+    rate_limit_per_second: float = 50.0
+    rate_limit_burst: int = 100
+
+    # --- observability --------------------------------------------------------------------------
+    #: Serve Prometheus ``/metrics`` (no API key: restrict it at the network/ingress).
+    metrics_enabled: bool = True
+    #: ``python -m app worker`` serves its own counters on this port (0: not served).
+    worker_metrics_port: int = 0
+    #: OTLP/HTTP base URL for traces (``OTEL_EXPORTER_OTLP_ENDPOINT`` works too). Empty: no tracing.
+    otel_endpoint: str = ""
+    otel_service_name: str = "threadkeeper"
 
     # --- worker ---------------------------------------------------------------------------------
     #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
@@ -114,6 +128,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 "THREADKEEPER_HEARTBEAT_SECONDS must be below THREADKEEPER_LEASE_SECONDS"
             )
+        if self.rate_limit_per_second < 0 or self.rate_limit_burst < 1:
+            raise ValueError(
+                "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"
+            )
         if self.web_search_kind not in ("searxng", "tavily"):
             raise ValueError("THREADKEEPER_WEB_SEARCH_KIND must be searxng or tavily")
         self.api_key_map()
@@ -153,7 +171,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 _PREFIX = "THREADKEEPER_"
 
 
-def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``THREADKEEPER_*`` variables no setting reads (typos, removed settings), sorted."""
+    env = os.environ if environ is None else environ
+    known = {_PREFIX + f.name.upper() for f in msgspec.structs.fields(Settings)}
+    return sorted(k for k in env if k.startswith(_PREFIX) and k not in known)
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Build settings from ``THREADKEEPER_*`` variables (and ``DATABASE_URL``); overrides win."""
     env = os.environ if environ is None else environ
     raw: dict[str, Any] = {}

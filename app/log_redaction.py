@@ -81,6 +81,10 @@ class RedactingFilter(logging.Filter):
     """For stdlib handlers (uvicorn, httpx, openai, ...): the rendered message and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, dict):
+            # A structlog event on its way to ProcessorFormatter: ``redact_event`` masked it,
+            # and turning it into text here would cost it its JSON fields.
+            return True
         try:
             message = record.getMessage()
         except Exception:  # bad %-args: the handler reports it; never fail the caller here

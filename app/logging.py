@@ -11,6 +11,7 @@ import structlog
 
 from app.log_redaction import RedactingFilter, configure_secrets, redact_event
 
+_HANDLER_NAME = "threadkeeper"
 _SECRET_KEYS = ("authorization", "api_key", "password", "token", "secret")
 
 
@@ -23,11 +24,25 @@ def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[
     return event
 
 
+def _drop_color_message(
+    _: Any, __: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """uvicorn attaches an ANSI-coloured copy of each message as an ``extra``."""
+    event.pop("color_message", None)
+    return event
+
+
 def configure_logging(level: str = "INFO", json: bool = True, secrets: Iterable[str] = ()) -> None:
-    """``secrets``: configured values masked wherever they appear (see app.log_redaction)."""
+    """structlog and the stdlib (uvicorn, libraries, ``warnings``) through ONE root handler.
+
+    With ``json`` every line on stderr is a JSON object: foreign records get the same
+    timestamp/level/request id/redaction chain as our own events. ``secrets``: configured
+    values masked wherever they appear (see app.log_redaction).
+    """
     configure_secrets(secrets)
-    processors: list[Any] = [
+    shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _redact,
@@ -38,17 +53,43 @@ def configure_logging(level: str = "INFO", json: bool = True, secrets: Iterable[
     renderer: Any = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     structlog.configure(
-        processors=[*processors, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(message)s")
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.ExtraAdder(), _drop_color_message, *shared],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    handler.set_name(_HANDLER_NAME)
+    root = logging.getLogger()
+    # Replace our previous handler (reconfiguration), keep foreign ones (pytest's capture).
+    root.handlers = [h for h in root.handlers if h.get_name() != _HANDLER_NAME] + [handler]
+    root.setLevel(numeric)
+    for each in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in each.filters):
+            each.addFilter(RedactingFilter())
+    # uvicorn's own handlers (if any configured them) would print plain text: route to root.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers = []
+        logging.getLogger(name).propagate = True
+    logging.captureWarnings(True)
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def warn_unknown_settings() -> None:
+    """One line naming every ``THREADKEEPER_*`` variable no setting reads (a typo is silent
+    otherwise: the default applies)."""
+    from app.config import unknown_settings
+
+    unknown = unknown_settings()
+    if unknown:
+        structlog.get_logger("app.config").warning(
+            "unknown_settings", names=unknown, hint="no setting reads these variables; typo?"
+        )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,8 +12,9 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
-from litestar.types import ASGIApp, Receive, Scope, Send
+from opentelemetry.sdk.trace.export import SpanExporter
 
+from app import telemetry
 from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
 from app.api.console import console_handlers
 from app.api.controllers.context import ContextController
@@ -24,11 +23,15 @@ from app.api.controllers.runs import RunController, ThreadRunsController
 from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.json_guard import GuardedRequest
+from app.api.observe import observe_requests
+from app.api.openapi import document_retry_after
+from app.api.rate_limit import RateLimiter, rate_limit_guard
 from app.api.schemas import HealthOut
 from app.config import Settings, load_settings
 from app.container import Container, build_container
 from app.log_redaction import secrets_of
-from app.logging import configure_logging
+from app.logging import configure_logging, warn_unknown_settings
+from app.services.metrics import MetricsService
 
 log = structlog.get_logger(__name__)
 
@@ -40,45 +43,6 @@ def _from_container(attr: str) -> Provide:
         return getattr(state.container, attr)
 
     return Provide(provider, sync_to_thread=False)
-
-
-def request_id_middleware(app: ASGIApp) -> ASGIApp:
-    """Bind a request id to every log line of the request and echo it back."""
-
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        raw = headers.get(b"x-request-id", b"").decode("latin-1")[:100]
-        request_id = raw if raw and raw.replace("-", "").isalnum() else uuid.uuid4().hex
-        structlog.contextvars.bind_contextvars(request_id=request_id)
-
-        status = 500
-        started = time.perf_counter()
-
-        async def send_with_id(message: Any) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
-            await send(message)
-
-        try:
-            await app(scope, receive, send_with_id)
-        finally:
-            # Path only: query strings may carry user text; headers (keys) are never logged.
-            log.info(
-                "http_request",
-                method=scope.get("method"),
-                path=scope.get("path"),
-                status=status,
-                duration_ms=round((time.perf_counter() - started) * 1000, 1),
-            )
-            structlog.contextvars.unbind_contextvars("request_id")
-
-    return middleware
 
 
 @get("/health", operation_id="Health", tags=["ops"])
@@ -98,27 +62,50 @@ async def ready(state: State) -> Response[HealthOut]:
     return Response(HealthOut(status="ready"))
 
 
+@get(
+    "/metrics",
+    operation_id="Metrics",
+    tags=["ops"],
+    media_type="text/plain; version=0.0.4; charset=utf-8",
+    include_in_schema=False,
+)
+async def prometheus_metrics(state: State) -> Response[bytes]:
+    """Prometheus exposition; no API key (scrapers have none): restrict it at the network."""
+    container: Container | None = getattr(state, "container", None)
+    if container is None:
+        return Response(b"starting\n", status_code=503, media_type="text/plain")
+    return Response(await MetricsService(container.sessions).render())
+
+
 def create_app(
     settings: Settings | None = None,
     *,
     container_factory: ContainerFactory | None = None,
+    span_exporter: SpanExporter | None = None,
 ) -> Litestar:
+    """``span_exporter`` (tests) turns tracing on without an OTLP endpoint."""
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
+    warn_unknown_settings()
     factory: ContainerFactory = container_factory or build_container
+    provider = telemetry.build_tracer_provider(settings, span_exporter)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         container = await factory(settings)
         app.state.container = container
+        if provider is not None:
+            telemetry.instrument_engine(container.engine, provider)
+            telemetry.activate(provider)
         try:
             yield
         finally:
             await container.close()
+            telemetry.shutdown(provider)
 
     v1 = Router(
         path="/",
-        guards=[api_key_guard],
+        guards=[api_key_guard, rate_limit_guard],
         route_handlers=[
             ThreadController,
             ThreadRunsController,
@@ -128,8 +115,9 @@ def create_app(
         ],
         security=[{"BearerAuth": []}],
     )
-    return Litestar(
-        route_handlers=[health, ready, v1, *console_handlers()],
+    ops = [health, ready, *([prometheus_metrics] if settings.metrics_enabled else [])]
+    app = Litestar(
+        route_handlers=[*ops, v1, *console_handlers()],
         lifespan=[lifespan],
         dependencies={
             "principal": Provide(provide_principal),
@@ -142,10 +130,17 @@ def create_app(
             "workdir_file_service": _from_container("workdir_files"),
         },
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[request_id_middleware],
         request_max_body_size=settings.max_request_bytes,
         request_class=GuardedRequest,
-        state=State({"authority": ApiKeyAuthority(settings.api_key_map()), "settings": settings}),
+        state=State(
+            {
+                "authority": ApiKeyAuthority(settings.api_key_map()),
+                "settings": settings,
+                "rate_limiter": RateLimiter(
+                    settings.rate_limit_per_second, settings.rate_limit_burst
+                ),
+            }
+        ),
         openapi_config=OpenAPIConfig(
             title="Threadkeeper",
             version="0.1.0",
@@ -157,5 +152,19 @@ def create_app(
                 }
             ),
         ),
+        # Logging is ours (app/logging.py): Litestar's default config would re-handle the root
+        # and uvicorn loggers with a plain-text format.
+        logging_config=None,
         debug=False,
     )
+    document_retry_after(app.openapi_schema)
+    # Outermost: 404/405 and every error also get the request id, metrics and (when on) a span.
+    handler = observe_requests(app.asgi_handler)
+    if provider is not None:
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+        handler = OpenTelemetryMiddleware(
+            handler, tracer_provider=provider, exclude_spans=["receive", "send"]
+        )
+    app.asgi_handler = handler
+    return app

@@ -110,6 +110,8 @@ def server_process(database_url: str, workdir: str) -> Iterator[str]:
         "THREADKEEPER_SUMMARY_THRESHOLD": "6000",
         "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": "300",
         "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "600",
+        # One principal drives the whole load: measure the server, not the per-principal limit.
+        "THREADKEEPER_RATE_LIMIT_PER_SECOND": "0",
     }
     proc = subprocess.Popen(
         [sys.executable, __file__, "--serve-fd", str(sock.fileno())],

@@ -64,6 +64,8 @@ def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Setting
         "lease_seconds": 5.0,
         "lock_timeout_ms": 2000,
         "db_pool_size": 5,
+        # Tests poll in tight loops; the limiter has its own test.
+        "rate_limit_per_second": 0,
     }
     base.update(overrides)
     return load_settings({}, **base)
@@ -143,6 +145,7 @@ def app_factory(clean_db: str, tmp_path: Path) -> AppFactory:
         model: Any = None,
         start_worker: bool = True,
         database_url: str | None = None,
+        span_exporter: Any = None,
         **overrides: Any,
     ) -> AsyncIterator[AppHarness]:
         """``database_url``: reach the test database another way (e.g. through a proxy)."""
@@ -153,7 +156,7 @@ def app_factory(clean_db: str, tmp_path: Path) -> AppFactory:
                 s, summarizer=summarizer, model=model, start_worker=start_worker
             )
 
-        app = create_app(settings, container_factory=container_factory)
+        app = create_app(settings, container_factory=container_factory, span_exporter=span_exporter)
         async with app.lifespan():
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(

@@ -31,6 +31,10 @@ MAX_SEARCH_HITS = 20
 
 log = structlog.get_logger(__name__)
 
+#: Parameterized, so the tools' argument schema types ``runtime.context`` as our dataclass:
+#: a bare ``ToolRuntime`` types it ``None`` and pydantic warns each time it serializes one.
+AgentToolRuntime = ToolRuntime[AgentContext, Any]
+
 
 def kb_payload(query: str, hits: list[KbHit]) -> dict[str, Any]:
     """The JSON shape of query_kb (also what SearchKnowledgeBase returns)."""
@@ -52,7 +56,7 @@ def kb_payload(query: str, hits: list[KbHit]) -> dict[str, Any]:
     }
 
 
-def _context(runtime: ToolRuntime[Any, Any]) -> AgentContext:
+def _context(runtime: AgentToolRuntime) -> AgentContext:
     ctx = runtime.context
     if not isinstance(ctx, AgentContext):
         raise RuntimeError("the agent was run without an AgentContext")
@@ -63,7 +67,7 @@ def build_tools(
     settings: Settings, sessions: async_sessionmaker[AsyncSession], workdir: Workdir
 ) -> list[BaseTool]:
     @tool(QUERY_KB)
-    async def query_kb(query: str, runtime: ToolRuntime, limit: int = 8) -> str:
+    async def query_kb(query: str, runtime: AgentToolRuntime, limit: int = 8) -> str:
         """Search the knowledge base. Returns JSON with count and results (id, doc_id, source,
         title, url, score, content). Cite result ids in answers."""
         ctx = _context(runtime)
@@ -76,7 +80,7 @@ def build_tools(
 
     @tool(READ_WORKDIR_FILE)
     async def read_workdir_file(
-        path: str, runtime: ToolRuntime, offset: int = 0, limit: int = 8000
+        path: str, runtime: AgentToolRuntime, offset: int = 0, limit: int = 8000
     ) -> str:
         """Read a file of this thread's workdir (e.g. an offloaded tool result), paged by
         characters: pass offset and limit to read further."""
@@ -103,7 +107,7 @@ def build_tools(
         )
 
     @tool(SEARCH_WORKDIR)
-    async def search_workdir(query: str, runtime: ToolRuntime, limit: int = 5) -> str:
+    async def search_workdir(query: str, runtime: AgentToolRuntime, limit: int = 5) -> str:
         """Full-text search over every tool result this thread offloaded to its workdir (also
         ones summarized away long ago). Returns JSON hits with path, offset, end and a snippet;
         read more with read_workdir_file(path, offset, limit)."""

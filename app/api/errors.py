@@ -38,7 +38,7 @@ _HTTP_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "unprocessable",
-    429: "too_many_requests",
+    429: "rate_limited",
     503: "unavailable",
 }
 
@@ -53,11 +53,17 @@ def _body(
 DATABASE_RETRY_AFTER = "2"
 
 
+#: ``Retry-After`` (seconds) on 409 thread_busy: the lock holder is usually a short transaction
+#: or a run; clients should back off rather than hammer the thread's row lock.
+THREAD_BUSY_RETRY_AFTER = {"Retry-After": "1"}
+
+
 def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, DomainError)
-    headers = (
-        {"Retry-After": DATABASE_RETRY_AFTER} if isinstance(exc, DatabaseUnavailable) else None
-    )
+    if isinstance(exc, DatabaseUnavailable):
+        headers: dict[str, str] | None = {"Retry-After": DATABASE_RETRY_AFTER}
+    else:
+        headers = THREAD_BUSY_RETRY_AFTER if exc.code == "thread_busy" else None
     return _body(exc.code, exc.detail, exc.status_code, headers)
 
 
@@ -104,7 +110,12 @@ def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
             "validation_error", "text contains characters that cannot be stored (e.g. NUL)", 400
         )
     if sqlstate_of(exc) in RETRYABLE_SQLSTATES:
-        return _body("thread_busy", "a concurrent operation on the thread won; retry", 409)
+        return _body(
+            "thread_busy",
+            "a concurrent operation on the thread won; retry",
+            409,
+            THREAD_BUSY_RETRY_AFTER,
+        )
     return internal_error_handler(request, exc)
 
 

@@ -100,6 +100,7 @@ class ContextCompressionService:
             await self.state.prune_history(thread_id)
         except Exception as exc:  # pruning is housekeeping; the compression itself succeeded
             log.warning("checkpoint_prune_failed", thread_id=str(thread_id), error=repr(exc))
+        summary_mw.record_outcome("manual", outcome)
         log.info(
             "manual_compression",
             thread_id=str(thread_id),

@@ -34,6 +34,7 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import metrics
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
@@ -295,6 +296,7 @@ class RunWorker:
                     },
                 )
                 log.warning("run_lease_recovered", run_id=str(run.id))
+                metrics.LEASE_RECOVERIES.inc()
             return len(expired)
 
     # --- execution ----------------------------------------------------------------------------

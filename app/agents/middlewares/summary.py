@@ -50,6 +50,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
+from app import metrics, telemetry
 from app.agents.messages import MARKER
 from app.agents.messages import marker as _meta
 from app.agents.overflow import is_context_overflow
@@ -628,6 +629,39 @@ class ContextCompressor:
         and with ``require_offload`` (manual path), ``WorkdirUnavailable`` as soon as a result
         that had to be offloaded could not be written (before any summarizer call).
         """
+        with telemetry.tracer().start_as_current_span(
+            "context.compress", attributes={"threadkeeper.reason": reason}
+        ) as span:
+            outcome = await self._compress(
+                messages,
+                thread_id=thread_id,
+                system_message=system_message,
+                tools=tools,
+                force=force,
+                reason=reason,
+                require_offload=require_offload,
+            )
+            span.set_attributes(
+                {
+                    "threadkeeper.before_tokens": outcome.before_tokens,
+                    "threadkeeper.after_tokens": outcome.after_tokens,
+                    "threadkeeper.offloaded": len(outcome.offloaded),
+                    "threadkeeper.summarized": outcome.summarized,
+                }
+            )
+            return outcome
+
+    async def _compress(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str | None,
+        system_message: SystemMessage | str | None,
+        tools: Sequence[Any] | None,
+        force: bool,
+        reason: str,
+        require_offload: bool,
+    ) -> CompressionOutcome:
         ratio = provider_ratio(messages)
         # The threshold is in the provider's measure; compare raw counts against it converted.
         limit = math.ceil(self.summary_threshold / ratio)
@@ -710,24 +744,30 @@ class ContextCompressor:
                 protected_tools=self.protected_tools,
             )
         try:
-            call = self.summarizer.asummarize(
-                to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
-            )
-            # A summarizer that bounds each of its own model calls (one per transcript chunk)
-            # must not be cut off as a whole: long histories legitimately take several calls.
-            bounded = getattr(self.summarizer, "bounds_own_time", False)
-            if self.summary_timeout_seconds and not bounded:
-                text = await asyncio.wait_for(call, timeout=self.summary_timeout_seconds)
-            else:
-                text = await call
+            with telemetry.tracer().start_as_current_span(
+                "summarizer.call", attributes={"threadkeeper.messages": len(to_summarize)}
+            ):
+                call = self.summarizer.asummarize(
+                    to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
+                )
+                # A summarizer that bounds each of its own model calls (one per transcript
+                # chunk) must not be cut off as a whole: long histories take several calls.
+                bounded = getattr(self.summarizer, "bounds_own_time", False)
+                if self.summary_timeout_seconds and not bounded:
+                    text = await asyncio.wait_for(call, timeout=self.summary_timeout_seconds)
+                else:
+                    text = await call
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            metrics.SUMMARIZER_CALLS.labels("error").inc()
             raise SummaryError(
                 f"summarizer failed: {type(exc).__name__}", fallback=offload_only
             ) from exc
         if not isinstance(text, str) or not text.strip():
+            metrics.SUMMARIZER_CALLS.labels("error").inc()
             raise SummaryError("summarizer returned an empty summary", fallback=offload_only)
+        metrics.SUMMARIZER_CALLS.labels("ok").inc()
         text = _clip_tokens(text.strip(), self.summary_max_tokens)
         summary = build_summary_message(
             text,
@@ -753,6 +793,16 @@ class ContextCompressor:
             replaced=[m for m in replaced if id(m) in kept_ids],
             offload_failures=failures,
         )
+
+
+def record_outcome(reason: str, outcome: CompressionOutcome) -> None:
+    metrics.record_compression(
+        reason=reason,
+        summarized=outcome.summarized,
+        offloaded=len(outcome.offloaded),
+        before_tokens=outcome.before_tokens,
+        after_tokens=outcome.after_tokens,
+    )
 
 
 # --- the middleware -----------------------------------------------------------------------------
@@ -853,13 +903,13 @@ class SummaryMiddleware(AgentMiddleware):
             # Also when nothing changed because offloading failed: the operator must see why.
             _emit(_event("threshold", outcome))
         try:
-            response = await handler(current)
+            response = await _call_model(handler, current)
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
             retry = await self._overflow_retry(current, exc, thread_id)
             current = current.override(messages=_as_any(retry.messages))
-            response = await handler(current)
+            response = await _call_model(handler, current)
             outcome = _merge(outcome, retry)
         stamp_request_tokens(
             response.result,
@@ -901,11 +951,28 @@ class SummaryMiddleware(AgentMiddleware):
         return forced
 
 
+async def _call_model(
+    handler: Callable[[ModelRequest], Awaitable[ModelResponse]], request: ModelRequest
+) -> ModelResponse:
+    """One model call, traced with the provider-reported token usage."""
+    with telemetry.tracer().start_as_current_span("model.call") as span:
+        span.set_attribute("threadkeeper.messages", len(request.messages))
+        response = await handler(request)
+        for message in response.result:
+            usage = getattr(message, "usage_metadata", None) or {}
+            if usage:
+                span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
+                span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
+        return response
+
+
 def _as_any(messages: Sequence[BaseMessage]) -> list[AnyMessage]:
     return cast("list[AnyMessage]", list(messages))
 
 
 def _event(reason: str, outcome: CompressionOutcome) -> dict[str, Any]:
+    """The compression event of an applied automatic compression (also counted in metrics)."""
+    record_outcome(reason, outcome)
     return {
         "type": "compression",
         "reason": reason,

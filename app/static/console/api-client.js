@@ -323,6 +323,7 @@ async function request(config, op, args, options) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function addDocument(config, args = {}, options = {}) {
@@ -341,6 +342,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function cancelRun(config, args = {}, options = {}) {
@@ -362,6 +364,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
  * @throws {ApiError} 422 nothing_to_compress / not_supported / validation_error (edited tool arguments)
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
@@ -379,6 +382,7 @@ export function compressContext(config, args = {}, options = {}) {
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function createThread(config, args = {}, options = {}) {
@@ -397,6 +401,7 @@ export function createThread(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function deleteThread(config, args = {}, options = {}) {
@@ -414,6 +419,7 @@ export function deleteThread(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function getAgentState(config, args = {}, options = {}) {
@@ -431,6 +437,7 @@ export function getAgentState(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function getRun(config, args = {}, options = {}) {
@@ -448,6 +455,7 @@ export function getRun(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function getThread(config, args = {}, options = {}) {
@@ -479,6 +487,7 @@ export function health(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listMessages(config, args = {}, options = {}) {
@@ -497,6 +506,7 @@ export function listMessages(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listRuns(config, args = {}, options = {}) {
@@ -513,6 +523,7 @@ export function listRuns(config, args = {}, options = {}) {
  * @returns {Promise<ThreadPage>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listThreads(config, args = {}, options = {}) {
@@ -532,6 +543,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
  * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function postMessage(config, args = {}, options = {}) {
@@ -549,6 +561,7 @@ export function postMessage(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
@@ -582,6 +595,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state
  * @throws {ApiError} 422 nothing_to_compress / not_supported / validation_error (edited tool arguments)
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function resumeRun(config, args = {}, options = {}) {
@@ -600,6 +614,7 @@ export function resumeRun(config, args = {}, options = {}) {
  * @returns {Promise<KbSearchOut>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
@@ -620,6 +635,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function streamRunEvents(config, args = {}, options = {}) {

@@ -1,0 +1,93 @@
+"""Prometheus metrics: process counters recorded where things happen, DB gauges read at scrape.
+
+Counters live in prometheus-client's default registry, so each process (API, standalone worker)
+counts what it did itself. Gauges that describe shared state (runs by status, queue depth) are
+read from PostgreSQL when ``/metrics`` is scraped, so every process reports the same truth.
+Labels never carry ids, principals or text: cardinality stays fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+HTTP_REQUESTS = Counter(
+    "threadkeeper_http_requests",
+    "HTTP requests answered, by route template (`unmatched` for unknown paths) and status.",
+    ["method", "route", "status"],
+)
+HTTP_LATENCY = Histogram(
+    "threadkeeper_http_request_duration_seconds",
+    "Time from request start to the end of the response body, by route template.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+LEASE_RECOVERIES = Counter(
+    "threadkeeper_lease_recoveries",
+    "Runs failed by this process because their worker's lease expired.",
+)
+COMPRESSIONS = Counter(
+    "threadkeeper_compressions",
+    "Context compressions applied: trigger auto (threshold, overflow) or manual; kind offload "
+    "(tool results moved to the Workdir only) or summary.",
+    ["trigger", "reason", "kind"],
+)
+TOKENS_SAVED = Counter(
+    "threadkeeper_compression_tokens_saved",
+    "Model-request tokens removed by compressions (before - after).",
+    ["trigger"],
+)
+OFFLOADED_RESULTS = Counter(
+    "threadkeeper_offloaded_tool_results",
+    "Tool results written to the Workdir and replaced by a preview.",
+)
+SUMMARIZER_CALLS = Counter(
+    "threadkeeper_summarizer_calls",
+    "Summarizer invocations by outcome (ok, error: failed, timed out or empty).",
+    ["outcome"],
+)
+RATE_LIMITED = Counter(
+    "threadkeeper_rate_limited",
+    "Requests refused with 429 rate_limited.",
+)
+
+
+def record_compression(
+    *, reason: str, summarized: bool, offloaded: int, before_tokens: int, after_tokens: int
+) -> None:
+    """One applied compression (automatic ``threshold``/``overflow`` or ``manual``)."""
+    trigger = "manual" if reason == "manual" else "auto"
+    COMPRESSIONS.labels(trigger, reason, "summary" if summarized else "offload").inc()
+    TOKENS_SAVED.labels(trigger).inc(max(0, before_tokens - after_tokens))
+    OFFLOADED_RESULTS.inc(offloaded)
+
+
+class _Snapshot(Collector):
+    """Gauges of shared state, read from the database just before this scrape."""
+
+    def __init__(self, runs_by_status: Mapping[str, int], queued_requests: int) -> None:
+        self.runs_by_status = runs_by_status
+        self.queued_requests = queued_requests
+
+    def collect(self) -> Iterable[Metric]:
+        runs = GaugeMetricFamily(
+            "threadkeeper_runs", "Runs currently in each status (database).", labels=["status"]
+        )
+        for status, count in sorted(self.runs_by_status.items()):
+            runs.add_metric([status], count)
+        yield runs
+        yield GaugeMetricFamily(
+            "threadkeeper_queue_depth",
+            "Queued run requests not yet dispatched, all threads (database).",
+            value=self.queued_requests,
+        )
+
+
+def render(runs_by_status: Mapping[str, int], queued_requests: int) -> bytes:
+    """The exposition text: this process's counters followed by the scrape-time gauges."""
+    snapshot = CollectorRegistry(auto_describe=False)
+    snapshot.register(_Snapshot(runs_by_status, queued_requests))
+    return generate_latest(REGISTRY) + generate_latest(snapshot)

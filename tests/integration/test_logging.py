@@ -1,0 +1,124 @@
+"""Every log line of the real server process is JSON (uvicorn and stdlib included)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import API_KEY, AUTH
+from tests.integration.test_security import _free_port, _wait_ready
+
+pytestmark = pytest.mark.integration
+
+
+async def test_every_line_is_json_and_unknown_settings_are_named_once(
+    clean_db: str, tmp_path: Path
+) -> None:
+    port = _free_port()
+    log_file = tmp_path / "server.log"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("THREADKEEPER_")},
+        "DATABASE_URL": clean_db,
+        "THREADKEEPER_API_KEYS": f"alice:{API_KEY}",
+        "THREADKEEPER_LOG_JSON": "true",
+        "THREADKEEPER_LOG_LEVEL": "INFO",
+        "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "wd"),
+        "THREADKEEPER_WORKER_POLL_SECONDS": "0.1",
+        "THREADKEEPER_SUMARY_THRESHOLD": "5000",  # typo: must be reported
+        "THREADKEEPER_NOT_A_SETTING": "1",
+    }
+    with log_file.open("wb") as sink:
+        proc = subprocess.Popen(  # noqa: ASYNC220 - the real server process
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            env=env,
+            cwd=Path(__file__).parents[2],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await _wait_ready(client, proc)
+            missing = await client.get("/no/such/route")
+            assert missing.status_code == 404
+            tid = (await client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
+            posted = await client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "hello"}, headers=AUTH
+            )
+            assert posted.status_code == 202
+            for _ in range(600):
+                runs = (await client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()
+                if runs["items"] and runs["items"][0]["status"] == "completed":
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"run did not complete: {runs}")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.to_thread(proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    lines = [line for line in log_file.read_text().splitlines() if line.strip()]
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise AssertionError(f"not a JSON log line: {line!r}") from None
+    assert all(isinstance(e, dict) and "event" in e and "level" in e for e in events)
+    # uvicorn's own records (stdlib logging) went through the same JSON renderer.
+    assert any(str(e.get("logger", "")).startswith("uvicorn") for e in events), events
+    unknown = [e for e in events if e["event"] == "unknown_settings"]
+    assert len(unknown) == 1
+    assert unknown[0]["names"] == ["THREADKEEPER_NOT_A_SETTING", "THREADKEEPER_SUMARY_THRESHOLD"]
+    assert unknown[0]["level"] == "warning"
+    # The access line of the 404 carries the request id the client got.
+    access = [e for e in events if e["event"] == "http_request" and e.get("status") == 404]
+    assert [e["request_id"] for e in access] == [missing.headers["x-request-id"]]
+    assert any(e["event"] == "run_finished" for e in events)
+
+
+async def test_standalone_worker_serves_its_counters(clean_db: str, tmp_path: Path) -> None:
+    """``python -m app worker`` has no HTTP API; its counters get their own port."""
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("THREADKEEPER_")},
+        "DATABASE_URL": clean_db,
+        "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "wd"),
+        "THREADKEEPER_WORKER_METRICS_PORT": str(port),
+    }
+    proc = subprocess.Popen(  # noqa: ASYNC220 - the real worker process
+        [sys.executable, "-m", "app", "worker"],
+        env=env,
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            for _ in range(600):
+                assert proc.poll() is None, f"worker exited with {proc.returncode}"
+                try:
+                    resp = await client.get("/metrics")
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("worker metrics port never answered")
+        assert resp.status_code == 200
+        assert "threadkeeper_lease_recoveries_total 0.0" in resp.text
+        assert "threadkeeper_summarizer_calls_total" in resp.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.to_thread(proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 from litestar import Litestar, Response, Router, get
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
@@ -20,7 +21,12 @@ from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
 from app.api.console import console_handlers
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
-from app.api.controllers.runs import RunController, ThreadRunsController
+from app.api.controllers.requests import RequestController
+from app.api.controllers.runs import (
+    RunController,
+    ThreadRunsController,
+    event_payload_schemas,
+)
 from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.json_guard import GuardedRequest
@@ -98,6 +104,27 @@ async def ready(state: State) -> Response[HealthOut]:
     return Response(HealthOut(status="ready"))
 
 
+def cors_config(settings: Settings) -> CORSConfig | None:
+    """Browsers on the listed origins may call the API (none by default). Preflights are
+    answered by Litestar's CORS middleware before routing, so they never need an API key."""
+    origins = settings.cors_origin_list()
+    if not origins:
+        return None
+    return CORSConfig(
+        allow_origins=origins,
+        allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+        allow_headers=[
+            "Authorization",
+            "Content-Type",
+            "Idempotency-Key",
+            "Last-Event-ID",
+            "X-Request-ID",
+        ],
+        expose_headers=["X-Request-ID", "ETag", "Digest", "Retry-After"],
+        max_age=600,
+    )
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -123,12 +150,13 @@ def create_app(
             ThreadController,
             ThreadRunsController,
             RunController,
+            RequestController,
             ContextController,
             KnowledgeBaseController,
         ],
         security=[{"BearerAuth": []}],
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=[health, ready, v1, *console_handlers()],
         lifespan=[lifespan],
         dependencies={
@@ -143,6 +171,7 @@ def create_app(
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_id_middleware],
+        cors_config=cors_config(settings),
         request_max_body_size=settings.max_request_bytes,
         request_class=GuardedRequest,
         state=State({"authority": ApiKeyAuthority(settings.api_key_map()), "settings": settings}),
@@ -159,3 +188,6 @@ def create_app(
         ),
         debug=False,
     )
+    components = app.openapi_schema.components
+    components.schemas = {**(components.schemas or {}), **event_payload_schemas()}
+    return app

@@ -1,7 +1,7 @@
 """thread metadata (GIN) and PostMessage idempotency keys
 
-Revision ID: 0003_i14api
-Revises: 0002
+Revision ID: 0004_i14api
+Revises: 0003_i10a
 Create Date: 2026-12-03 07:30:00
 """
 from collections.abc import Sequence
@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0003_i14api"
-down_revision: str | None = "0002"
+revision: str = "0004_i14api"
+down_revision: str | None = "0003_i10a"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -219,6 +219,9 @@ class CompressionEvent(msgspec.Struct, kw_only=True):
     after_tokens: int
     offloaded: int
     summarized: bool
+    #: Present when some results could not be offloaded (the Workdir failed): how many, and why.
+    offload_failed: int | None = None
+    offload_error: str | None = None
 
 
 #: Every event payload; each is documented as its own component schema.

@@ -153,6 +153,8 @@ async function request(config, op, args, options) {
  * @property {number} after_tokens
  * @property {number} offloaded
  * @property {boolean} summarized
+ * @property {(number | null)} [offload_failed]
+ * @property {(string | null)} [offload_error]
  */
 
 /**

@@ -58,6 +58,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     otel_endpoint: str = ""
     otel_service_name: str = "threadkeeper"
 
+    #: Browser origins allowed by CORS (``https://app.example.com``, comma separated; ``*`` for
+    #: any). Empty (default): no CORS headers, so browsers on other origins are refused.
+    cors_origins: str = ""
+
     # --- worker ---------------------------------------------------------------------------------
     #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
     worker_in_process: bool = True
@@ -135,6 +139,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if self.web_search_kind not in ("searxng", "tavily"):
             raise ValueError("THREADKEEPER_WEB_SEARCH_KIND must be searxng or tavily")
         self.api_key_map()
+        self.cors_origin_list()
+
+    def cors_origin_list(self) -> list[str]:
+        origins = [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
+        for origin in origins:
+            if origin != "*" and not origin.startswith(("http://", "https://")):
+                raise ValueError(
+                    "THREADKEEPER_CORS_ORIGINS entries must look like https://host[:port] or *"
+                )
+        return origins
 
     def api_key_map(self) -> dict[str, str]:
         """key -> principal. A key must be presentable as a bearer token (visible ASCII) and

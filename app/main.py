@@ -8,6 +8,7 @@ from typing import Any
 
 import structlog
 from litestar import Litestar, Response, Router, get
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
@@ -19,7 +20,12 @@ from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
 from app.api.console import console_handlers
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
-from app.api.controllers.runs import RunController, ThreadRunsController
+from app.api.controllers.requests import RequestController
+from app.api.controllers.runs import (
+    RunController,
+    ThreadRunsController,
+    event_payload_schemas,
+)
 from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.json_guard import GuardedRequest
@@ -77,6 +83,27 @@ async def prometheus_metrics(state: State) -> Response[bytes]:
     return Response(await MetricsService(container.sessions).render())
 
 
+def cors_config(settings: Settings) -> CORSConfig | None:
+    """Browsers on the listed origins may call the API (none by default). Preflights are
+    answered by Litestar's CORS middleware before routing, so they never need an API key."""
+    origins = settings.cors_origin_list()
+    if not origins:
+        return None
+    return CORSConfig(
+        allow_origins=origins,
+        allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+        allow_headers=[
+            "Authorization",
+            "Content-Type",
+            "Idempotency-Key",
+            "Last-Event-ID",
+            "X-Request-ID",
+        ],
+        expose_headers=["X-Request-ID", "ETag", "Digest", "Retry-After"],
+        max_age=600,
+    )
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -110,6 +137,7 @@ def create_app(
             ThreadController,
             ThreadRunsController,
             RunController,
+            RequestController,
             ContextController,
             KnowledgeBaseController,
         ],
@@ -130,6 +158,7 @@ def create_app(
             "workdir_file_service": _from_container("workdir_files"),
         },
         exception_handlers=EXCEPTION_HANDLERS,
+        cors_config=cors_config(settings),
         request_max_body_size=settings.max_request_bytes,
         request_class=GuardedRequest,
         state=State(
@@ -167,4 +196,6 @@ def create_app(
             handler, tracer_provider=provider, exclude_spans=["receive", "send"]
         )
     app.asgi_handler = handler
+    components = app.openapi_schema.components
+    components.schemas = {**(components.schemas or {}), **event_payload_schemas()}
     return app

@@ -38,6 +38,10 @@ class ApiKeyAuthority:
 
 
 def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    if connection.scope.get("method") == "OPTIONS":
+        # A CORS preflight carries no credentials by design; it only learns the allowed
+        # methods (no handler runs and no data is returned), so it must not be refused.
+        return
     authority: ApiKeyAuthority = connection.app.state.authority
     principal = authority.principal_for(connection.headers.get("authorization"))
     if principal is None:

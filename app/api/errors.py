@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import structlog
@@ -19,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from app.api.schemas import ErrorBody
 from app.db.errors import is_connection_error
 from app.repositories.locking import sqlstate_of
-from app.services.errors import DatabaseUnavailable, DomainError
+from app.services.errors import DatabaseUnavailable, DomainError, ValidationFailed
 
 log = structlog.get_logger(__name__)
 
@@ -44,9 +45,16 @@ _HTTP_CODES = {
 
 
 def _body(
-    code: str, detail: str, status: int, headers: dict[str, str] | None = None
+    code: str,
+    detail: str,
+    status: int,
+    headers: dict[str, str] | None = None,
+    fields: list[dict[str, str]] | None = None,
 ) -> Response[Any]:
-    return Response(content={"error": code, "detail": detail}, status_code=status, headers=headers)
+    content: dict[str, Any] = {"error": code, "detail": detail}
+    if fields:
+        content["fields"] = fields
+    return Response(content=content, status_code=status, headers=headers)
 
 
 #: Seconds a client should wait before retrying after 503 ``database_unavailable``.
@@ -64,7 +72,10 @@ def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
         headers: dict[str, str] | None = {"Retry-After": DATABASE_RETRY_AFTER}
     else:
         headers = THREAD_BUSY_RETRY_AFTER if exc.code == "thread_busy" else None
-    return _body(exc.code, exc.detail, exc.status_code, headers)
+    fields = None
+    if isinstance(exc, ValidationFailed) and exc.field:
+        fields = [{"field": exc.field, "message": exc.detail}]
+    return _body(exc.code, exc.detail, exc.status_code, headers, fields=fields)
 
 
 def database_unavailable(request: Request[Any, Any, Any], exc: BaseException) -> Response[Any]:
@@ -74,13 +85,38 @@ def database_unavailable(request: Request[Any, Any, Any], exc: BaseException) ->
     return domain_error_handler(request, DatabaseUnavailable())
 
 
+_NAMED_FIELD = re.compile(r"field `([^`]+)`")
+
+
+def field_errors(extra: Any) -> list[dict[str, str]]:
+    """Litestar's validation ``extra`` -> ``[{field, message}]``, for clients to show per field.
+
+    Body paths keep msgspec's form (``decisions[0].type``); an error about the whole body
+    (unknown or missing field) is attributed to the field its message names.
+    """
+    out: list[dict[str, str]] = []
+    for item in extra if isinstance(extra, list) else []:
+        if not isinstance(item, dict):
+            continue
+        message = str(item.get("message") or "invalid value")
+        key = str(item.get("key") or "")
+        if item.get("source") == "body" and key in ("", "data"):
+            named = _NAMED_FIELD.search(message)
+            key = named.group(1) if named else "body"
+        elif item.get("source") == "header":  # Litestar names the argument, not the header
+            key = "-".join(part.capitalize() for part in key.split("_"))
+        out.append({"field": key or "body", "message": message})
+    return out
+
+
 def validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, ValidationException)
-    detail = str(exc.detail)
-    extra = exc.extra
-    if extra:
-        detail = f"{detail}: {extra}"
-    return _body("validation_error", detail, 400)
+    fields = field_errors(exc.extra)
+    if fields:
+        detail = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
+    else:  # e.g. malformed JSON: Litestar's own sentence, never a Python repr
+        detail = str(exc.detail)
+    return _body("validation_error", detail, 400, fields=fields)
 
 
 def http_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -139,9 +175,9 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
         400: "validation_error: malformed JSON, unknown field, bad value",
         401: "unauthorized: missing or wrong API key",
         404: "not_found: no such resource for this principal",
-        409: "thread_busy / invalid_state",
+        409: "thread_busy / invalid_state / request_not_queued",
         413: "payload_too_large",
-        422: "nothing_to_compress / not_supported / validation_error (edited tool arguments)",
+        422: "nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)",
         502: "compression_failed: the summarizer failed; nothing was written",
         503: "database_unavailable: the database cannot be reached right now; retry later",
         507: "workdir_unavailable: the Workdir could not be written; nothing was changed",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
+from litestar.openapi.spec import Reference
+from litestar.params import KwargDefinition
 
 #: Upper bound of integer cursors (message seq, event id): within PostgreSQL BIGINT and exact as
 #: a JSON/JavaScript number (the OpenAPI document renders bounds as floats).
@@ -17,23 +20,84 @@ class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Request bodies: unknown fields are a client error, not silently dropped."""
 
 
+class ErrorCode(enum.StrEnum):
+    """Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete:
+    an enum a client generated must never meet a value it does not know)."""
+
+    VALIDATION_ERROR = "validation_error"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    CONFLICT = "conflict"
+    THREAD_BUSY = "thread_busy"
+    INVALID_STATE = "invalid_state"
+    REQUEST_NOT_QUEUED = "request_not_queued"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    UNPROCESSABLE = "unprocessable"
+    NOTHING_TO_COMPRESS = "nothing_to_compress"
+    NOT_SUPPORTED = "not_supported"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    RATE_LIMITED = "rate_limited"
+    INTERNAL_ERROR = "internal_error"
+    COMPRESSION_FAILED = "compression_failed"
+    UNAVAILABLE = "unavailable"
+    DATABASE_UNAVAILABLE = "database_unavailable"
+    WORKDIR_UNAVAILABLE = "workdir_unavailable"
+    HTTP_ERROR = "http_error"
+
+
+class FieldError(msgspec.Struct, kw_only=True):
+    """One failing input: ``field`` is a dotted path into the body (``decisions.0.type``) or the
+    name of a query parameter / header; ``message`` says what was expected."""
+
+    field: str
+    message: str
+
+
 class ErrorBody(msgspec.Struct, kw_only=True):
-    error: str
+    error: ErrorCode
     detail: str = ""
+    #: ``validation_error`` only: every failing field (absent when none can be named).
+    fields: list[FieldError] | None = None
+
+
+#: Thread metadata: a JSON object of at most 64 keys, each 1-100 characters, and (checked by the
+#: service, since msgspec cannot bound a nested document) at most METADATA_MAX_BYTES as JSON.
+MetadataKey = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+Metadata = Annotated[dict[MetadataKey, Any], msgspec.Meta(max_length=64)]
 
 
 # --- threads ------------------------------------------------------------------------------------
+Title = Annotated[str, msgspec.Meta(max_length=500)]
+
+
 class CreateThreadIn(Strict):
-    title: Annotated[str, msgspec.Meta(max_length=500)] = ""
+    title: Title = ""
     agent_id: Annotated[
         str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     ] = "default"
+    metadata: Metadata = msgspec.field(default_factory=dict)
+
+
+class UpdateThreadIn(Strict):
+    """UpdateThread: a field left out keeps its value; ``metadata`` replaces the whole object."""
+
+    title: Title | msgspec.UnsetType = msgspec.UNSET
+    metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
+
+
+#: idle: nothing to do; running / interrupted: its active run's status; queued: input waits.
+ThreadStatus = Literal["idle", "running", "interrupted", "queued"]
 
 
 class ThreadOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     title: str
     agent_id: str
+    status: ThreadStatus
+    metadata: dict[str, Any]
     created_at: datetime
     updated_at: datetime
 
@@ -44,10 +108,13 @@ class ThreadPage(msgspec.Struct, kw_only=True):
     next_cursor: str | None = None
 
 
+MessageRole = Literal["user", "assistant", "tool"]
+
+
 class MessageOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     seq: int
-    role: str
+    role: MessageRole
     content: str
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
@@ -55,6 +122,9 @@ class MessageOut(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID | None = None
     #: User messages: the request they queued; the run with this ``request_id`` answers them.
     request_id: uuid.UUID | None = None
+    #: A user message whose request was cancelled (CancelRequest) before any run took it: it
+    #: stays in the full history but never reached the model.
+    withdrawn: bool = False
     created_at: datetime
 
 
@@ -73,12 +143,134 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
     status: Literal["queued"] = "queued"
 
 
-class ServerSentEventOut(msgspec.Struct, kw_only=True):
-    """One event of ``StreamRunEvents`` as framed on the wire; ``data`` holds a JSON document."""
+# --- run requests -------------------------------------------------------------------------------
+RequestStatusName = Literal["queued", "dispatched", "cancelled"]
+RunStatusName = Literal["running", "interrupted", "completed", "failed", "cancelled"]
+#: Why a run failed or was cancelled (app/services/run_errors.py; a unit test keeps them equal).
+RunErrorCode = Literal[
+    "provider_error",
+    "context_overflow",
+    "database_unavailable",
+    "tool_error",
+    "internal_error",
+    "lease_expired",
+    "worker_stopped",
+    "cancelled",
+]
 
-    event: str
-    data: str
-    id: str | None = None
+
+class RequestOut(msgspec.Struct, kw_only=True):
+    """A posted message's place in the thread's queue and, once dispatched, the run answering it."""
+
+    id: uuid.UUID
+    thread_id: uuid.UUID
+    message_id: uuid.UUID
+    status: RequestStatusName
+    run_id: uuid.UUID | None = None
+    run_status: RunStatusName | None = None
+    created_at: datetime
+
+
+# --- run events (StreamRunEvents) --------------------------------------------------------------
+# Each SSE frame is ``event: <type>``, ``id: <n>`` and ``data: <one of these as JSON>``; the JSON
+# repeats the event name as ``type`` so a client that only sees ``data`` can tell them apart.
+class StatusEvent(msgspec.Struct, kw_only=True):
+    """The run changed status; ``final`` marks the last event of the stream."""
+
+    type: Literal["status"]
+    status: Literal["running", "interrupted", "resumed", "completed", "failed", "cancelled"]
+    final: bool = False
+    error: str | None = None
+    error_code: RunErrorCode | None = None
+    #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun).
+    interrupt: dict[str, Any] | list[Any] | None = None
+    #: The first ``running`` event: the request the run answers.
+    request_id: uuid.UUID | None = None
+
+
+class DeltaEvent(msgspec.Struct, kw_only=True):
+    """Streamed model text (coalesced, ~5 per second); the ``message`` event has the whole text."""
+
+    type: Literal["delta"]
+    #: The id of the AI message the text belongs to (several deltas share it).
+    lc_id: str | None = None
+    text: str
+
+
+class MessageEvent(msgspec.Struct, kw_only=True):
+    """An AI or tool message the run persisted (the same row ListMessages returns)."""
+
+    type: Literal["message"]
+    message_id: uuid.UUID
+    seq: int
+    role: MessageRole
+    content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+
+class CompressionEvent(msgspec.Struct, kw_only=True):
+    """The model view was compressed during the run (threshold reached or provider overflow)."""
+
+    type: Literal["compression"]
+    reason: str
+    before_tokens: int
+    after_tokens: int
+    offloaded: int
+    summarized: bool
+    #: Present when some results could not be offloaded (the Workdir failed): how many, and why.
+    offload_failed: int | None = None
+    offload_error: str | None = None
+
+
+#: Every event payload; each is documented as its own component schema.
+RunEventData = StatusEvent | DeltaEvent | MessageEvent | CompressionEvent
+
+
+def _json_of(payload: type[msgspec.Struct]) -> Any:
+    """A frame's ``data``: a JSON text whose document is ``payload`` (contentSchema), so schema
+    validators (schemathesis) and readers check the decoded payload, not just "a string"."""
+    return Annotated[
+        str,
+        KwargDefinition(
+            description=f"JSON: {payload.__name__}",
+            schema_extra={
+                "content_media_type": "application/json",
+                "content_schema": Reference(ref=f"#/components/schemas/{payload.__name__}"),
+            },
+        ),
+    ]
+
+
+class StatusFrame(msgspec.Struct, kw_only=True):
+    event: Literal["status"]
+    id: str
+    data: _json_of(StatusEvent)  # type: ignore[valid-type]
+
+
+class DeltaFrame(msgspec.Struct, kw_only=True):
+    event: Literal["delta"]
+    id: str
+    data: _json_of(DeltaEvent)  # type: ignore[valid-type]
+
+
+class MessageFrame(msgspec.Struct, kw_only=True):
+    event: Literal["message"]
+    id: str
+    data: _json_of(MessageEvent)  # type: ignore[valid-type]
+
+
+class CompressionFrame(msgspec.Struct, kw_only=True):
+    event: Literal["compression"]
+    id: str
+    data: _json_of(CompressionEvent)  # type: ignore[valid-type]
+
+
+#: One StreamRunEvents frame (OpenAPI 3.2's reading of an event-stream schema: each event as
+#: ``{event, id, data}``). ``str`` is the whole stream as text, which is what a client that
+#: reads the body at once gets (a generated client's non-streaming function).
+RunEventFrame = StatusFrame | DeltaFrame | MessageFrame | CompressionFrame
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -86,13 +278,13 @@ class RunOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     thread_id: uuid.UUID
     request_id: uuid.UUID
-    status: str
+    status: RunStatusName
     #: A fixed, human-readable message for ``error_code`` (never the provider's or driver's text).
     error: str | None = None
     #: ``provider_error`` | ``context_overflow`` | ``database_unavailable`` | ``tool_error`` |
     #: ``internal_error`` | ``lease_expired`` | ``worker_stopped`` | ``cancelled``; null unless
     #: the run failed or was cancelled.
-    error_code: str | None = None
+    error_code: RunErrorCode | None = None
     interrupt: dict[str, Any] | None = None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -207,5 +399,5 @@ class KbSearchOut(msgspec.Struct, kw_only=True):
 
 
 class HealthOut(msgspec.Struct, kw_only=True):
-    status: str
+    status: Literal["ok", "ready", "starting", "unavailable"]
     detail: str = ""

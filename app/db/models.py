@@ -78,8 +78,21 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
     )
+    #: The client's own JSON object (column ``metadata``; the name is reserved on declarative
+    #: classes). ListThreads filters it by containment (``@>``, GIN index).
+    meta: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, default=dict, server_default=text("'{}'::jsonb")
+    )
 
-    __table_args__ = (Index("ix_conversations_owner_created", "owner_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_conversations_owner_created", "owner_id", "created_at"),
+        Index(
+            "ix_conversations_metadata",
+            "metadata",
+            postgresql_using="gin",
+            postgresql_ops={"metadata": "jsonb_path_ops"},
+        ),
+    )
 
 
 class Message(Base):
@@ -130,10 +143,21 @@ class AgentRunRequest(Base):
     status: Mapped[RequestStatus] = mapped_column(
         _enum(RequestStatus, "request_status"), default=RequestStatus.QUEUED
     )
+    #: PostMessage's ``Idempotency-Key`` (unique per thread, so per principal too) and the
+    #: SHA-256 of the body it came with: a replay returns this request, another body is refused.
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    idempotency_fingerprint: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (
         UniqueConstraint("conversation_id", "seq", name="uq_requests_conversation_seq"),
+        Index(
+            "uq_requests_conversation_idempotency_key",
+            "conversation_id",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
         Index(
             "ix_requests_queued",
             "conversation_id",

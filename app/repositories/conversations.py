@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Conversation
+from app.db.models import (
+    ACTIVE_RUN_STATUSES,
+    AgentRun,
+    AgentRunRequest,
+    Conversation,
+    RequestStatus,
+)
 from app.repositories.locking import lock_errors_as_busy
 from app.services.errors import NotFound
 
@@ -17,8 +24,12 @@ class ConversationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def create(self, *, owner_id: str, agent_id: str, title: str) -> Conversation:
-        conv = Conversation(id=uuid.uuid4(), owner_id=owner_id, agent_id=agent_id, title=title)
+    async def create(
+        self, *, owner_id: str, agent_id: str, title: str, metadata: dict[str, Any] | None = None
+    ) -> Conversation:
+        conv = Conversation(
+            id=uuid.uuid4(), owner_id=owner_id, agent_id=agent_id, title=title, meta=metadata or {}
+        )
         self.session.add(conv)
         await self.session.flush()
         await self.session.refresh(conv)
@@ -46,11 +57,14 @@ class ConversationRepository:
         *,
         limit: int,
         before: tuple[object, uuid.UUID] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Sequence[Conversation]:
-        """Newest first, keyset-paginated on (created_at, id)."""
+        """Newest first, keyset-paginated on (created_at, id); ``metadata``: JSONB containment."""
         stmt = select(Conversation).where(
             Conversation.owner_id == owner_id, Conversation.archived.is_(False)
         )
+        if metadata:
+            stmt = stmt.where(Conversation.meta.contains(metadata))
         if before is not None:
             created, cid = before
             stmt = stmt.where(
@@ -105,6 +119,44 @@ class ConversationRepository:
         if seq is None:
             raise NotFound(f"thread {conversation_id} not found")
         return int(seq)
+
+    async def update(self, conversation_id: uuid.UUID, **values: Any) -> Conversation:
+        """Set columns (``title``, ``meta``) of a row the caller has locked; returns it fresh."""
+        await self.session.execute(
+            update(Conversation)
+            .where(Conversation.id == conversation_id)
+            .values(**values, updated_at=func.now())
+        )
+        conv = await self.session.get(Conversation, conversation_id, populate_existing=True)
+        if conv is None:
+            raise NotFound(f"thread {conversation_id} not found")
+        return conv
+
+    async def statuses(self, conversation_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """``idle`` / ``running`` / ``interrupted`` / ``queued`` per thread: its active run's
+        status first (a queued input waits behind it), else ``queued`` when input waits."""
+        if not conversation_ids:
+            return {}
+        ids = list(conversation_ids)
+        result = {cid: "idle" for cid in ids}
+        queued = await self.session.scalars(
+            select(AgentRunRequest.conversation_id)
+            .where(
+                AgentRunRequest.conversation_id.in_(ids),
+                AgentRunRequest.status == RequestStatus.QUEUED,
+            )
+            .distinct()
+        )
+        for cid in queued:
+            result[cid] = "queued"
+        active = await self.session.execute(
+            select(AgentRun.conversation_id, AgentRun.status).where(
+                AgentRun.conversation_id.in_(ids), AgentRun.status.in_(ACTIVE_RUN_STATUSES)
+            )
+        )
+        for cid, status in active:
+            result[cid] = status.value
+        return result
 
     async def delete(self, conversation_id: uuid.UUID) -> None:
         await self.session.execute(delete(Conversation).where(Conversation.id == conversation_id))

@@ -76,6 +76,9 @@ class MessageRepository:
         await self.session.flush()
         return rows_out
 
+    async def get(self, message_id: uuid.UUID) -> Message | None:
+        return await self.session.get(Message, message_id)
+
     async def list(
         self, conversation_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100
     ) -> Sequence[Message]:

@@ -35,6 +35,8 @@ class RunRequestRepository:
         payload: dict[str, Any],
         *,
         request_id: uuid.UUID | None = None,
+        idempotency_key: str | None = None,
+        idempotency_fingerprint: str | None = None,
     ) -> AgentRunRequest:
         req = AgentRunRequest(
             id=request_id or uuid.uuid4(),
@@ -42,6 +44,8 @@ class RunRequestRepository:
             seq=seq,
             payload=payload,
             status=RequestStatus.QUEUED,
+            idempotency_key=idempotency_key,
+            idempotency_fingerprint=idempotency_fingerprint,
         )
         self.session.add(req)
         await self.session.flush()
@@ -78,6 +82,46 @@ class RunRequestRepository:
 
     async def get(self, request_id: uuid.UUID) -> AgentRunRequest | None:
         return await self.session.get(AgentRunRequest, request_id)
+
+    async def get_owned(
+        self, request_id: uuid.UUID, owner_id: str, *, for_update: bool = False
+    ) -> AgentRunRequest | None:
+        """Another owner's request is indistinguishable from a missing one."""
+        stmt = (
+            select(AgentRunRequest)
+            .join(Conversation, Conversation.id == AgentRunRequest.conversation_id)
+            .where(
+                AgentRunRequest.id == request_id,
+                Conversation.owner_id == owner_id,
+                Conversation.archived.is_(False),
+            )
+            .execution_options(populate_existing=True)
+        )
+        if for_update:
+            stmt = stmt.with_for_update(of=AgentRunRequest)
+        return await self.session.scalar(stmt)
+
+    async def by_idempotency_key(
+        self, conversation_id: uuid.UUID, key: str
+    ) -> AgentRunRequest | None:
+        return await self.session.scalar(
+            select(AgentRunRequest).where(
+                AgentRunRequest.conversation_id == conversation_id,
+                AgentRunRequest.idempotency_key == key,
+            )
+        )
+
+    async def cancelled_among(self, request_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of these requests were cancelled (their user messages are withdrawn)."""
+        if not request_ids:
+            return set()
+        rows = await self.session.scalars(
+            select(AgentRunRequest.id).where(
+                AgentRunRequest.id.in_(list(request_ids)),
+                AgentRunRequest.status == RequestStatus.CANCELLED,
+            )
+        )
+        return set(rows)
 
     async def claimable_conversation(self) -> uuid.UUID | None:
         """The idle thread whose oldest queued input waited longest, locked (SKIP LOCKED).
@@ -148,6 +192,15 @@ class RunRepository:
             select(AgentRun)
             .join(Conversation, Conversation.id == AgentRun.conversation_id)
             .where(AgentRun.id == run_id, Conversation.owner_id == owner_id)
+        )
+
+    async def for_request(self, request_id: uuid.UUID) -> AgentRun | None:
+        """The run that answers a dispatched request (runs are never replayed: at most one)."""
+        return await self.session.scalar(
+            select(AgentRun)
+            .where(AgentRun.request_id == request_id)
+            .order_by(AgentRun.created_at.desc())
+            .limit(1)
         )
 
     async def lock(self, run_id: uuid.UUID) -> AgentRun | None:

@@ -36,9 +36,28 @@ class InvalidState(DomainError):
     status_code = 409
 
 
+class RequestNotQueued(DomainError):
+    """CancelRequest on a request a worker already dispatched (cancel its run instead)."""
+
+    code = "request_not_queued"
+    status_code = 409
+
+
 class ValidationFailed(DomainError):
     code = "validation_error"
     status_code = 400
+
+    def __init__(self, detail: str = "", *, field: str | None = None) -> None:
+        super().__init__(detail)
+        #: The input that failed (body field path, query parameter or header), when one did.
+        self.field = field
+
+
+class IdempotencyKeyReused(DomainError):
+    """The Idempotency-Key was already used on this thread with a different body."""
+
+    code = "idempotency_key_reused"
+    status_code = 422
 
 
 class InvalidToolArguments(DomainError):

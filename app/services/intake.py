@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.runs import RunRequestRepository
+from app.services.errors import IdempotencyKeyReused
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +21,11 @@ class Accepted:
     request_id: uuid.UUID
     message_id: uuid.UUID
     seq: int
+
+
+def body_fingerprint(content: str) -> str:
+    """SHA-256 of the PostMessage body's meaning (not its bytes: key order or spacing may vary)."""
+    return hashlib.sha256(json.dumps({"content": content}).encode()).hexdigest()
 
 
 class IntakeService:
@@ -31,14 +39,41 @@ class IntakeService:
         self.lock_timeout_ms = lock_timeout_ms
         self.on_enqueued = on_enqueued
 
-    async def post_message(self, thread_id: uuid.UUID, owner_id: str, content: str) -> Accepted:
-        """Lock the thread row (the lock compress holds too), then message + request in one commit."""
+    async def post_message(
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        content: str,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Accepted:
+        """Lock the thread row (the lock compress holds too), then message + request in one commit.
+
+        With an ``idempotency_key`` already used on this thread (looked up under the same lock,
+        so two concurrent retries cannot both insert): the same body gets the first request
+        back and nothing is written; another body is refused.
+        """
         lc_id = f"user-{uuid.uuid4()}"
         request_id = uuid.uuid4()
+        fingerprint = body_fingerprint(content) if idempotency_key is not None else None
         async with self.sessions() as session, session.begin():
             await ConversationRepository(session).lock(
                 thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
             )
+            if idempotency_key is not None:
+                earlier = await RunRequestRepository(session).by_idempotency_key(
+                    thread_id, idempotency_key
+                )
+                if earlier is not None:
+                    if earlier.idempotency_fingerprint != fingerprint:
+                        raise IdempotencyKeyReused(
+                            "this Idempotency-Key was used on this thread with another body"
+                        )
+                    first = await MessageRepository(session).get(
+                        uuid.UUID(earlier.payload["message_id"])
+                    )
+                    assert first is not None  # written in the same transaction as the request
+                    return Accepted(request_id=earlier.id, message_id=first.id, seq=first.seq)
             [message] = await MessageRepository(session).append(
                 thread_id,
                 [NewMessage(role="user", content=content, lc_id=lc_id, request_id=request_id)],
@@ -49,6 +84,8 @@ class IntakeService:
                 seq,
                 {"content": content, "message_id": str(message.id), "lc_id": lc_id},
                 request_id=request_id,
+                idempotency_key=idempotency_key,
+                idempotency_fingerprint=fingerprint,
             )
         if self.on_enqueued is not None:
             self.on_enqueued()

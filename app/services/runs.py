@@ -15,12 +15,21 @@ from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db.models import AgentRun, RunEvent, RunStatus
+from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunEventRepository, RunRepository
-from app.services.errors import InvalidState, InvalidToolArguments, NotFound, ValidationFailed
+from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.services.errors import (
+    InvalidState,
+    InvalidToolArguments,
+    NotFound,
+    RequestNotQueued,
+    ValidationFailed,
+)
 from app.services.run_errors import CANCELLED
 from app.services.run_events import RunEventNotifier, wait_event
+
+#: WaitRun re-reads the run at least this often even when no notification arrives.
+WAIT_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +106,14 @@ def hitl_decisions(
     return {"decisions": out}
 
 
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """A run request and, once dispatched, the run answering it."""
+
+    request: AgentRunRequest
+    run: AgentRun | None
+
+
 class RunService:
     def __init__(
         self,
@@ -121,6 +138,52 @@ class RunService:
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             return run
+
+    async def wait(self, run_id: uuid.UUID, owner_id: str, timeout: float) -> AgentRun:
+        """The run as soon as it is no longer ``running`` (or as it is after ``timeout``).
+
+        Woken by the run's event notifications (every status change writes an event), with a
+        fallback re-read so a lost notification costs at most WAIT_POLL_SECONDS.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self.event_signal(run_id) as wait:
+            while True:
+                run = await self.get(run_id, owner_id)
+                remaining = deadline - loop.time()
+                if run.status != RunStatus.RUNNING or remaining <= 0:
+                    return run
+                await wait(min(remaining, WAIT_POLL_SECONDS))
+
+    async def get_request(self, request_id: uuid.UUID, owner_id: str) -> RequestView:
+        async with self.sessions() as session:
+            request = await RunRequestRepository(session).get_owned(request_id, owner_id)
+            if request is None:
+                raise NotFound(f"request {request_id} not found")
+            return RequestView(request, await RunRepository(session).for_request(request_id))
+
+    async def cancel_request(self, request_id: uuid.UUID, owner_id: str) -> RequestView:
+        """Withdraw queued input before a worker takes it. Its user message stays in the full
+        history (marked ``withdrawn``) and never reaches the model. Cancelling twice answers
+        the same; a dispatched request is refused (cancel its run instead)."""
+        async with self.sessions() as session, session.begin():
+            requests = RunRequestRepository(session)
+            found = await requests.get_owned(request_id, owner_id)
+            if found is None:
+                raise NotFound(f"request {request_id} not found")
+            # The worker claims under this lock too, so "queued" cannot change under us.
+            await ConversationRepository(session).lock(
+                found.conversation_id, timeout_ms=self.lock_timeout_ms
+            )
+            request = await requests.get_owned(request_id, owner_id, for_update=True)
+            assert request is not None
+            if request.status == RequestStatus.DISPATCHED:
+                raise RequestNotQueued("a run already took this request; cancel the run instead")
+            if request.status == RequestStatus.QUEUED:
+                await requests.mark(request_id, RequestStatus.CANCELLED)
+                request = await requests.get_owned(request_id, owner_id)
+                assert request is not None
+            return RequestView(request, None)
 
     async def list(self, thread_id: uuid.UUID, owner_id: str, *, limit: int) -> Sequence[AgentRun]:
         async with self.sessions() as session:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -16,10 +19,37 @@ from app.db.models import Conversation, Message
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
-from app.repositories.runs import RunRepository
-from app.services.errors import ThreadBusy
+from app.repositories.runs import RunRepository, RunRequestRepository
+from app.services.errors import ThreadBusy, ValidationFailed
 
 log = structlog.get_logger(__name__)
+
+#: Thread metadata is the client's bookkeeping, not a document store: bounded as compact JSON.
+METADATA_MAX_BYTES = 16_384
+
+
+def check_metadata(metadata: dict[str, Any]) -> None:
+    size = len(json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > METADATA_MAX_BYTES:
+        raise ValidationFailed(
+            f"metadata is {size} bytes as JSON; at most {METADATA_MAX_BYTES} are allowed",
+            field="metadata",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """A thread with its computed status (idle / running / interrupted / queued)."""
+
+    conversation: Conversation
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    messages: Sequence[Message]
+    #: Requests cancelled before they ran: their user messages are shown as withdrawn.
+    withdrawn_requests: set[uuid.UUID]
 
 
 class ThreadService:
@@ -35,23 +65,67 @@ class ThreadService:
         self.state = state
         self.workdir = workdir
 
-    async def create(self, *, owner_id: str, agent_id: str, title: str) -> Conversation:
+    async def create(
+        self,
+        *,
+        owner_id: str,
+        agent_id: str,
+        title: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadView:
+        check_metadata(metadata or {})
         async with self.sessions() as session, session.begin():
-            return await ConversationRepository(session).create(
-                owner_id=owner_id, agent_id=agent_id, title=title
+            conv = await ConversationRepository(session).create(
+                owner_id=owner_id, agent_id=agent_id, title=title, metadata=metadata
             )
+            return ThreadView(conv, "idle")
 
     async def get(self, thread_id: uuid.UUID, owner_id: str) -> Conversation:
         async with self.sessions() as session:
             return await ConversationRepository(session).get_owned(thread_id, owner_id)
 
-    async def list(
-        self, owner_id: str, *, limit: int, before: tuple[datetime, uuid.UUID] | None
-    ) -> Sequence[Conversation]:
+    async def view(self, thread_id: uuid.UUID, owner_id: str) -> ThreadView:
         async with self.sessions() as session:
-            return await ConversationRepository(session).list_owned(
-                owner_id, limit=limit, before=before
-            )
+            repo = ConversationRepository(session)
+            conv = await repo.get_owned(thread_id, owner_id)
+            return ThreadView(conv, (await repo.statuses([conv.id]))[conv.id])
+
+    async def list(
+        self,
+        owner_id: str,
+        *,
+        limit: int,
+        before: tuple[datetime, uuid.UUID] | None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[ThreadView]:
+        """``metadata``: only threads whose metadata contains this object (JSONB ``@>``)."""
+        async with self.sessions() as session:
+            repo = ConversationRepository(session)
+            rows = await repo.list_owned(owner_id, limit=limit, before=before, metadata=metadata)
+            statuses = await repo.statuses([c.id for c in rows])
+            return [ThreadView(c, statuses[c.id]) for c in rows]
+
+    async def update(
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadView:
+        """Title and/or metadata (replaced whole); under the thread lock like every write."""
+        values: dict[str, Any] = {}
+        if title is not None:
+            values["title"] = title
+        if metadata is not None:
+            check_metadata(metadata)
+            values["meta"] = metadata
+        async with self.sessions() as session, session.begin():
+            repo = ConversationRepository(session)
+            conv = await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            if values:
+                conv = await repo.update(thread_id, **values)
+            return ThreadView(conv, (await repo.statuses([conv.id]))[conv.id])
 
     async def delete(self, thread_id: uuid.UUID, owner_id: str) -> None:
         """Refused while a run is active: deleting under a running agent would lose its output."""
@@ -74,9 +148,12 @@ class ThreadService:
 
     async def messages(
         self, thread_id: uuid.UUID, owner_id: str, *, after_seq: int, limit: int
-    ) -> Sequence[Message]:
+    ) -> HistoryPage:
         async with self.sessions() as session:
             await ConversationRepository(session).get_owned(thread_id, owner_id)
-            return await MessageRepository(session).list(
+            rows = await MessageRepository(session).list(
                 thread_id, after_seq=after_seq, limit=limit
             )
+            asked = [m.request_id for m in rows if m.request_id is not None]
+            withdrawn = await RunRequestRepository(session).cancelled_among(asked)
+            return HistoryPage(rows, withdrawn)

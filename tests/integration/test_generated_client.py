@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import httpx
 import pytest
@@ -64,6 +66,22 @@ def load(name: str) -> ModuleType:
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 
+def sse_frames(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` per frame; comment lines (keep-alives) are skipped as SSE says."""
+    frames: list[tuple[str, dict[str, Any]]] = []
+    event, data = "", ""
+    for line in text.splitlines():
+        if not line:
+            if data:
+                frames.append((event, json.loads(data)))
+            event, data = "", ""
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data += line[5:].strip()
+    return frames
+
+
 async def test_generated_client_runs_a_full_flow(
     app_factory: AppFactory, generated_package: Path
 ) -> None:
@@ -81,6 +99,11 @@ async def test_generated_client_runs_a_full_flow(
         list_messages = load("api.threads.list_messages")
         get_thread = load("api.threads.get_thread")
         list_runs = load("api.runs.list_runs")
+        get_request = load("api.runs.get_request")
+        wait_run = load("api.runs.wait_run")
+        stream_run_events = load("api.runs.stream_run_events")
+        update_thread = load("api.threads.update_thread")
+        list_threads = load("api.threads.list_threads")
         add_document = load("api.knowledge_bases.add_document")
         get_agent_state = load("api.context.get_agent_state")
         compress_context = load("api.context.compress_context")
@@ -111,20 +134,59 @@ async def test_generated_client_runs_a_full_flow(
                 thread.id,
                 client=client,
                 body=models.PostMessageIn(content="What happens when a lease expires?"),
+                idempotency_key="sdk-1",
             )
             assert posted.status_code == 202
             assert isinstance(posted.parsed, models.PostMessageOut)
+            replay = await post_message.asyncio_detailed(
+                thread.id,
+                client=client,
+                body=models.PostMessageIn(content="What happens when a lease expires?"),
+                idempotency_key="sdk-1",
+            )
+            assert replay.status_code == 202 and replay.content == posted.content
 
-            run = None
-            for _ in range(600):
-                runs = await list_runs.asyncio_detailed(thread.id, client=client)
-                assert isinstance(runs.parsed, models.RunList)
-                if runs.parsed.items and runs.parsed.items[0].status in ("completed", "failed"):
-                    run = runs.parsed.items[0]
+            # GetRequest names the run once a worker took it; WaitRun long-polls its end.
+            request = None
+            for _ in range(1200):
+                got = await get_request.asyncio_detailed(posted.parsed.request_id, client=client)
+                assert isinstance(got.parsed, models.RequestOut)
+                if got.parsed.status != models.RequestOutStatus.QUEUED:
+                    request = got.parsed
                     break
                 await asyncio.sleep(0.05)
-            assert run is not None and run.status == "completed", run
+            assert request is not None and isinstance(request.run_id, uuid.UUID), request
+            waited = await wait_run.asyncio_detailed(request.run_id, client=client, timeout=30)
+            run = waited.parsed
+            assert isinstance(run, models.RunOut)
+            assert run.status == models.RunOutStatus.COMPLETED, run
             assert run.request_id == posted.parsed.request_id
+            runs = await list_runs.asyncio_detailed(thread.id, client=client)
+            assert isinstance(runs.parsed, models.RunList) and runs.parsed.items[0].id == run.id
+
+            # The stream function reads the finished stream whole and returns its text...
+            whole = await stream_run_events.asyncio_detailed(run.id, client=client)
+            assert whole.status_code == 200 and isinstance(whole.parsed, str)
+            # ...and the supported way to follow it live is the client's own httpx client, with
+            # each frame's data parsed by the generated model its ``type`` names.
+            event_models = {
+                "status": models.StatusEvent,
+                "delta": models.DeltaEvent,
+                "message": models.MessageEvent,
+                "compression": models.CompressionEvent,
+            }
+            live = client.get_async_httpx_client()
+            async with live.stream("GET", f"/v1/runs/{run.id}/events") as streamed:
+                body = "".join([chunk async for chunk in streamed.aiter_text()])
+            assert body == whole.parsed
+            events = [event_models[name].from_dict(data) for name, data in sse_frames(body)]
+            assert [e.type_ for e in events] == [name for name, _ in sse_frames(body)]
+            statuses = [e for e in events if isinstance(e, models.StatusEvent)]
+            assert statuses[0].status == models.StatusEventStatus.RUNNING
+            assert statuses[-1].status == models.StatusEventStatus.COMPLETED
+            assert statuses[-1].final is True
+            said = [e for e in events if isinstance(e, models.MessageEvent)]
+            assert [m.role for m in said] == ["assistant", "tool", "assistant"]
 
             page = await list_messages.asyncio_detailed(thread.id, client=client)
             assert isinstance(page.parsed, models.MessagePage)
@@ -156,4 +218,18 @@ async def test_generated_client_runs_a_full_flow(
             missing = await get_thread.asyncio_detailed(uuid.uuid4(), client=client)
             assert missing.status_code == 404
             assert isinstance(missing.parsed, models.ErrorBody)
-            assert missing.parsed.error == "not_found"
+            assert missing.parsed.error == models.ErrorCode.NOT_FOUND
+
+            # Metadata: UpdateThread, then ListThreads filtered by it; status is an enum.
+            meta = models.UpdateThreadInMetadataType0.from_dict({"team": "sdk"})
+            patched = await update_thread.asyncio_detailed(
+                thread.id, client=client, body=models.UpdateThreadIn(metadata=meta)
+            )
+            assert isinstance(patched.parsed, models.ThreadOut)
+            assert patched.parsed.metadata.to_dict() == {"team": "sdk"}
+            assert patched.parsed.status == models.ThreadOutStatus.IDLE
+            found = await list_threads.asyncio_detailed(
+                client=client, metadata=json.dumps({"team": "sdk"})
+            )
+            assert isinstance(found.parsed, models.ThreadPage)
+            assert [t.id for t in found.parsed.items] == [thread.id]

@@ -39,9 +39,15 @@ BAD_CREDENTIALS = [
 ]
 
 #: A plausible value per path parameter, so the request would otherwise reach the handler.
-PARAMS = {"thread_id": str(uuid.uuid4()), "run_id": str(uuid.uuid4()), "kb": "default"}
+PARAMS = {
+    "thread_id": str(uuid.uuid4()),
+    "run_id": str(uuid.uuid4()),
+    "request_id": str(uuid.uuid4()),
+    "kb": "default",
+}
 BODIES: dict[str, Any] = {
     "CreateThread": {"title": "t"},
+    "UpdateThread": {"title": "t2"},
     "PostMessage": {"content": "hi"},
     "ResumeRun": {"decisions": [{"type": "approve"}]},
     "AddDocument": {"title": "t", "content": "some text"},
@@ -76,7 +82,7 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
             if m != "OPTIONS"  # CORS preflight: carries no credentials by design, returns no data
         }
         assert served == {(m, p) for m, p, _ in ops}
-        assert len(ops) == 16
+        assert len(ops) == 20  # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread
 
         for method, path, op in ops:
             assert op.get("security") == [{"BearerAuth": []}], op["operationId"]

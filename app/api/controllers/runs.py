@@ -6,17 +6,25 @@ import json
 import re
 import uuid
 from collections.abc import AsyncGenerator
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, Request, get, post
+from litestar import Controller, Litestar, Request, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import errors
-from app.api.schemas import MAX_CURSOR, ResumeIn, RunList, RunOut, ServerSentEventOut
+from app.api.schemas import (
+    MAX_CURSOR,
+    ResumeIn,
+    RunEventData,
+    RunEventFrame,
+    RunList,
+    RunOut,
+)
 from app.db.models import AgentRun, RunStatus
 from app.services.errors import ValidationFailed
 from app.services.runs import ReviewDecision, RunService
@@ -44,14 +52,45 @@ def resume_cursor(last_event_id: str | None, after: int) -> int:
     return int(last_event_id)
 
 
+#: Longest WaitRun long-poll (seconds): below common proxy and client read timeouts.
+MAX_WAIT_SECONDS = 30.0
+#: The 200 body of StreamRunEvents: each frame's ``data`` is one of the event payloads; ``str``
+#: stands for the whole stream read at once (what a non-streaming generated client returns).
+STREAM_ITEM: Any = RunEventFrame | str
+PAYLOADS: Any = RunEventData
+
+
+def event_payload_schemas() -> dict[str, Any]:
+    """The component schemas of the event payloads, which the frames name as ``contentSchema``.
+
+    Litestar only emits components for types a route uses, and the frames carry the payloads
+    as JSON text; so they are rendered by Litestar itself from a throwaway document, keeping
+    one schema style, and added to the app's document by ``create_app``.
+    """
+
+    @get(
+        "/",
+        responses={200: ResponseSpec(data_container=PAYLOADS, generate_examples=False)},
+        sync_to_thread=False,
+    )
+    def payloads() -> None:  # pragma: no cover - never served
+        return None
+
+    # logging_config=None: Litestar's default would reconfigure the root logger (plain text).
+    document = Litestar(
+        [payloads], openapi_config=OpenAPIConfig(title="", version=""), logging_config=None
+    ).openapi_schema
+    return dict((document.components.schemas or {}) if document.components else {})
+
+
 def run_out(r: AgentRun) -> RunOut:
     return RunOut(
         id=r.id,
         thread_id=r.conversation_id,
         request_id=r.request_id,
-        status=r.status.value,
+        status=r.status.value,  # type: ignore[arg-type]  # RunStatus values == RunStatusName
         error=r.error,
-        error_code=r.error_code,
+        error_code=r.error_code,  # type: ignore[arg-type]  # run_errors codes == RunErrorCode
         interrupt=r.interrupt,
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,
@@ -90,6 +129,25 @@ class RunController(Controller):
         run_service: NamedDependency[RunService],
     ) -> RunOut:
         return run_out(await run_service.get(run_id, principal))
+
+    @get(
+        "/{run_id:uuid}/wait",
+        operation_id="WaitRun",
+        responses=errors(400, 401, 404),
+        description=(
+            "Long-poll: answers as soon as the run is no longer `running` (interrupted, "
+            "completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with "
+            "its current status; call again while it is `running`."
+        ),
+    )
+    async def wait_run(
+        self,
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+        timeout: Annotated[float, Parameter(ge=0, le=MAX_WAIT_SECONDS)] = MAX_WAIT_SECONDS,
+    ) -> RunOut:
+        return run_out(await run_service.wait(run_id, principal, timeout))
 
     @post(
         "/{run_id:uuid}/cancel",
@@ -135,15 +193,23 @@ class RunController(Controller):
         responses={
             **errors(400, 401, 404),
             200: ResponseSpec(
-                data_container=ServerSentEventOut,
+                data_container=STREAM_ITEM,
                 media_type="text/event-stream",
-                description="The run's events as server-sent events, ending after the final one.",
+                generate_examples=False,
+                description=(
+                    "Server-sent events, ending after the final one. Each frame has `event: "
+                    "<type>`, `id: <n>` and `data: <JSON>`, where the JSON is the payload "
+                    "schema of that type and repeats it as `type`: StatusEvent, DeltaEvent, "
+                    "MessageEvent, CompressionEvent. `: keep-alive` comment lines come every "
+                    "15 s of silence. Read whole (not streamed), the body is the stream's text."
+                ),
             ),
         },
         description=(
             "Server-sent events: `status` (running/interrupted/resumed/completed/failed/"
-            "cancelled; `final` marks the end), `message` (persisted AI/tool messages), "
-            "`compression`. Resumable with Last-Event-ID or `after`."
+            "cancelled; `final: true` marks the last event), `delta` (streamed model text), "
+            "`message` (persisted AI/tool messages), `compression` (the model view was "
+            "compressed). Resumable with Last-Event-ID or `after`."
         ),
     )
     async def stream_run_events(
@@ -175,7 +241,8 @@ async def _event_feed(
             events, status = await run_service.events_after(run_id, principal, cursor)
             for e in events:
                 cursor = e.id
-                yield ServerSentEventMessage(data=json.dumps(e.data), event=e.type, id=str(e.id))
+                payload = {"type": e.type, **e.data}
+                yield ServerSentEventMessage(data=json.dumps(payload), event=e.type, id=str(e.id))
                 if e.type == "status" and e.data.get("final"):
                     return
             if events:
@@ -185,5 +252,6 @@ async def _event_feed(
                 return  # drained and finished (its final event was before ``after``)
             if idle >= KEEPALIVE_SECONDS:  # keep proxies from closing an idle stream
                 idle = 0.0
-                yield ServerSentEventMessage(comment="keep-alive")
+                # A comment line only: ``data=None``, or clients would see an empty event.
+                yield ServerSentEventMessage(comment="keep-alive", data=None)
             idle += 0.0 if await wait(POLL_SECONDS) else POLL_SECONDS

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, delete, get, post
+import msgspec
+from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter
 from litestar.status_codes import HTTP_201_CREATED, HTTP_202_ACCEPTED, HTTP_204_NO_CONTENT
 
 from app.api.errors import errors
@@ -22,36 +24,52 @@ from app.api.schemas import (
     PostMessageOut,
     ThreadOut,
     ThreadPage,
+    UpdateThreadIn,
 )
 from app.db.models import Conversation, Message
 from app.services.errors import ValidationFailed
 from app.services.intake import IntakeService
-from app.services.threads import ThreadService
+from app.services.threads import ThreadService, ThreadView
 
 
-def thread_out(c: Conversation) -> ThreadOut:
+def thread_out(view: ThreadView) -> ThreadOut:
+    c = view.conversation
     return ThreadOut(
         id=c.id,
         title=c.title,
         agent_id=c.agent_id,
+        status=view.status,  # type: ignore[arg-type]  # computed from the same four values
+        metadata=c.meta,
         created_at=c.created_at,
         updated_at=c.updated_at,
     )
 
 
-def message_out(m: Message) -> MessageOut:
+def message_out(m: Message, *, withdrawn: bool = False) -> MessageOut:
     return MessageOut(
         id=m.id,
         seq=m.seq,
-        role=m.role,
+        role=m.role,  # type: ignore[arg-type]  # user | assistant | tool
         content=m.content,
         tool_calls=m.tool_calls,
         tool_call_id=m.tool_call_id,
         tool_name=m.tool_name,
         run_id=m.run_id,
         request_id=m.request_id,
+        withdrawn=withdrawn,
         created_at=m.created_at,
     )
+
+
+def decode_metadata_filter(raw: str) -> dict[str, Any]:
+    """``?metadata={"project":"apollo"}``: a JSON object the thread's metadata must contain."""
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValidationFailed("metadata must be a JSON object", field="metadata") from exc
+    if not isinstance(value, dict):
+        raise ValidationFailed("metadata must be a JSON object", field="metadata")
+    return value
 
 
 def encode_cursor(c: Conversation) -> str:
@@ -81,10 +99,10 @@ class ThreadController(Controller):
         principal: NamedDependency[str],
         thread_service: NamedDependency[ThreadService],
     ) -> ThreadOut:
-        conv = await thread_service.create(
-            owner_id=principal, agent_id=data.agent_id, title=data.title
+        view = await thread_service.create(
+            owner_id=principal, agent_id=data.agent_id, title=data.title, metadata=data.metadata
         )
-        return thread_out(conv)
+        return thread_out(view)
 
     @get("/", operation_id="ListThreads", responses=errors(400, 401))
     async def list_threads(
@@ -93,12 +111,23 @@ class ThreadController(Controller):
         thread_service: NamedDependency[ThreadService],
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
+        metadata: Annotated[
+            str | None,
+            Parameter(
+                max_length=4096,
+                description=(
+                    'A JSON object, e.g. {"project":"apollo"}: only threads whose metadata '
+                    "contains it (every key with an equal value; nested objects likewise)."
+                ),
+            ),
+        ] = None,
     ) -> ThreadPage:
         before = decode_cursor(cursor) if cursor else None
-        rows = await thread_service.list(principal, limit=limit + 1, before=before)
-        page = list(rows[:limit])
-        next_cursor = encode_cursor(page[-1]) if len(rows) > limit and page else None
-        return ThreadPage(items=[thread_out(c) for c in page], next_cursor=next_cursor)
+        wanted = decode_metadata_filter(metadata) if metadata is not None else None
+        rows = await thread_service.list(principal, limit=limit + 1, before=before, metadata=wanted)
+        page = rows[:limit]
+        next_cursor = encode_cursor(page[-1].conversation) if len(rows) > limit and page else None
+        return ThreadPage(items=[thread_out(v) for v in page], next_cursor=next_cursor)
 
     @get("/{thread_id:uuid}", operation_id="GetThread", responses=errors(401, 404))
     async def get_thread(
@@ -107,7 +136,28 @@ class ThreadController(Controller):
         principal: NamedDependency[str],
         thread_service: NamedDependency[ThreadService],
     ) -> ThreadOut:
-        return thread_out(await thread_service.get(thread_id, principal))
+        return thread_out(await thread_service.view(thread_id, principal))
+
+    @patch(
+        "/{thread_id:uuid}",
+        operation_id="UpdateThread",
+        responses=errors(400, 401, 404, 409),
+        description="Change the title and/or replace the metadata; omitted fields are kept.",
+    )
+    async def update_thread(
+        self,
+        thread_id: uuid.UUID,
+        data: UpdateThreadIn,
+        principal: NamedDependency[str],
+        thread_service: NamedDependency[ThreadService],
+    ) -> ThreadOut:
+        view = await thread_service.update(
+            thread_id,
+            principal,
+            title=None if data.title is msgspec.UNSET else data.title,
+            metadata=None if data.metadata is msgspec.UNSET else data.metadata,
+        )
+        return thread_out(view)
 
     @delete(
         "/{thread_id:uuid}",
@@ -127,7 +177,12 @@ class ThreadController(Controller):
         "/{thread_id:uuid}/messages",
         operation_id="PostMessage",
         status_code=HTTP_202_ACCEPTED,
-        responses=errors(400, 401, 404, 409, 413),
+        responses=errors(400, 401, 404, 409, 413, 422),
+        description=(
+            "Queue a user message. With an `Idempotency-Key` header (per thread), a retry with "
+            "the same body answers the first 202 again and writes nothing; the same key with "
+            "another body is refused with 422 `idempotency_key_reused`."
+        ),
     )
     async def post_message(
         self,
@@ -135,10 +190,22 @@ class ThreadController(Controller):
         data: PostMessageIn,
         principal: NamedDependency[str],
         intake_service: NamedDependency[IntakeService],
+        idempotency_key: Annotated[
+            str | None,
+            HeaderParameter(
+                name="Idempotency-Key",
+                min_length=1,
+                max_length=200,
+                pattern=r"^[\x21-\x7e]+$",
+                description="Any printable ASCII token the client picks per logical message.",
+            ),
+        ] = None,
     ) -> PostMessageOut:
         if not data.content.strip():
-            raise ValidationFailed("content must not be blank")
-        accepted = await intake_service.post_message(thread_id, principal, data.content)
+            raise ValidationFailed("content must not be blank", field="content")
+        accepted = await intake_service.post_message(
+            thread_id, principal, data.content, idempotency_key=idempotency_key
+        )
         return PostMessageOut(request_id=accepted.request_id, message_id=accepted.message_id)
 
     @get("/{thread_id:uuid}/messages", operation_id="ListMessages", responses=errors(400, 401, 404))
@@ -150,9 +217,11 @@ class ThreadController(Controller):
         after_seq: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 200,
     ) -> MessagePage:
-        rows = await thread_service.messages(
+        history = await thread_service.messages(
             thread_id, principal, after_seq=after_seq, limit=limit + 1
         )
+        rows, withdrawn = history.messages, history.withdrawn_requests
         page = list(rows[:limit])
         nxt = page[-1].seq if len(rows) > limit and page else None
-        return MessagePage(items=[message_out(m) for m in page], next_after_seq=nxt)
+        items = [message_out(m, withdrawn=m.request_id in withdrawn) for m in page]
+        return MessagePage(items=items, next_after_seq=nxt)

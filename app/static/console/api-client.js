@@ -146,6 +146,25 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} CompressionEvent
+ * @property {"compression"} type
+ * @property {string} reason
+ * @property {number} before_tokens
+ * @property {number} after_tokens
+ * @property {number} offloaded
+ * @property {boolean} summarized
+ * @property {(number | null)} [offload_failed]
+ * @property {(string | null)} [offload_error]
+ */
+
+/**
+ * @typedef {Object} CompressionFrame
+ * @property {"compression"} event
+ * @property {string} id
+ * @property {string} data JSON: CompressionEvent
+ */
+
+/**
  * @typedef {Object} ContextInfo
  * @property {number} input_tokens
  * @property {number} summary_threshold
@@ -157,6 +176,7 @@ async function request(config, op, args, options) {
  * @typedef {Object} CreateThreadIn
  * @property {string} [title] length 0..500; default ""
  * @property {string} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$; default "default"
+ * @property {Record<string, any>} [metadata]
  */
 
 /**
@@ -164,6 +184,20 @@ async function request(config, op, args, options) {
  * @property {("approve" | "reject" | "edit" | "respond")} type
  * @property {(string | null)} [message]
  * @property {(Record<string, any> | null)} [args]
+ */
+
+/**
+ * @typedef {Object} DeltaEvent
+ * @property {"delta"} type
+ * @property {(string | null)} [lc_id]
+ * @property {string} text
+ */
+
+/**
+ * @typedef {Object} DeltaFrame
+ * @property {"delta"} event
+ * @property {string} id
+ * @property {string} data JSON: DeltaEvent
  */
 
 /**
@@ -176,13 +210,25 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {Object} ErrorBody
- * @property {string} error
+ * @property {ErrorCode} error
  * @property {string} [detail] default ""
+ * @property {(Array<FieldError> | null)} [fields]
+ */
+
+/**
+ * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ */
+
+/**
+ * @typedef {Object} FieldError
+ * @property {string} field
+ * @property {string} message
  */
 
 /**
  * @typedef {Object} HealthOut
- * @property {string} status
+ * @property {("ok" | "ready" | "starting" | "unavailable")} status
  * @property {string} [detail] default ""
  */
 
@@ -211,16 +257,36 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} MessageEvent
+ * @property {"message"} type
+ * @property {string} message_id uuid
+ * @property {number} seq
+ * @property {("user" | "assistant" | "tool")} role
+ * @property {string} content
+ * @property {(Array<Record<string, any>> | null)} [tool_calls]
+ * @property {(string | null)} [tool_call_id]
+ * @property {(string | null)} [tool_name]
+ */
+
+/**
+ * @typedef {Object} MessageFrame
+ * @property {"message"} event
+ * @property {string} id
+ * @property {string} data JSON: MessageEvent
+ */
+
+/**
  * @typedef {Object} MessageOut
  * @property {string} id uuid
  * @property {number} seq
- * @property {string} role
+ * @property {("user" | "assistant" | "tool")} role
  * @property {string} content
  * @property {(Array<Record<string, any>> | null)} [tool_calls]
  * @property {(string | null)} [tool_call_id]
  * @property {(string | null)} [tool_name]
  * @property {(string | null)} [run_id] uuid
  * @property {(string | null)} [request_id] uuid
+ * @property {boolean} [withdrawn] default false
  * @property {string} created_at date-time
  */
 
@@ -243,6 +309,17 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} RequestOut
+ * @property {string} id uuid
+ * @property {string} thread_id uuid
+ * @property {string} message_id uuid
+ * @property {("queued" | "dispatched" | "cancelled")} status
+ * @property {(string | null)} [run_id] uuid
+ * @property {("running" | "interrupted" | "completed" | "failed" | "cancelled" | null)} [run_status]
+ * @property {string} created_at date-time
+ */
+
+/**
  * @typedef {Object} ResumeIn
  * @property {Array<Decision>} decisions
  */
@@ -257,9 +334,9 @@ async function request(config, op, args, options) {
  * @property {string} id uuid
  * @property {string} thread_id uuid
  * @property {string} request_id uuid
- * @property {string} status
+ * @property {("running" | "interrupted" | "completed" | "failed" | "cancelled")} status
  * @property {(string | null)} [error]
- * @property {(string | null)} [error_code]
+ * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | null)} [error_code]
  * @property {(Record<string, any> | null)} [interrupt]
  * @property {number} [input_tokens] default 0
  * @property {number} [output_tokens] default 0
@@ -267,13 +344,6 @@ async function request(config, op, args, options) {
  * @property {string} created_at date-time
  * @property {(string | null)} [started_at] date-time
  * @property {(string | null)} [finished_at] date-time
- */
-
-/**
- * @typedef {Object} ServerSentEventOut
- * @property {string} event
- * @property {string} data
- * @property {(string | null)} [id]
  */
 
 /**
@@ -289,6 +359,24 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} StatusEvent
+ * @property {"status"} type
+ * @property {("running" | "interrupted" | "resumed" | "completed" | "failed" | "cancelled")} status
+ * @property {boolean} [final] default false
+ * @property {(string | null)} [error]
+ * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | null)} [error_code]
+ * @property {(Record<string, any> | Array<any> | null)} [interrupt]
+ * @property {(string | null)} [request_id] uuid
+ */
+
+/**
+ * @typedef {Object} StatusFrame
+ * @property {"status"} event
+ * @property {string} id
+ * @property {string} data JSON: StatusEvent
+ */
+
+/**
  * @typedef {Object} SummaryInfo
  * @property {boolean} present
  * @property {number} [summarized_messages] default 0
@@ -300,6 +388,8 @@ async function request(config, op, args, options) {
  * @property {string} id uuid
  * @property {string} title
  * @property {string} agent_id
+ * @property {("idle" | "running" | "interrupted" | "queued")} status
+ * @property {Record<string, any>} metadata
  * @property {string} created_at date-time
  * @property {string} updated_at date-time
  */
@@ -308,6 +398,12 @@ async function request(config, op, args, options) {
  * @typedef {Object} ThreadPage
  * @property {Array<ThreadOut>} items
  * @property {(string | null)} [next_cursor]
+ */
+
+/**
+ * @typedef {Object} UpdateThreadIn
+ * @property {(string)} [title] length 0..500
+ * @property {(Record<string, any>)} [metadata]
  */
 
 // --- operations -----------------------------------------------------------------------------------
@@ -331,6 +427,27 @@ export function addDocument(config, args = {}, options = {}) {
 }
 
 /**
+ * CancelRequest: POST /v1/requests/{request_id}/cancel (200)
+ *
+ * Withdraw a queued message before any run takes it: the request becomes `cancelled`, the user message stays in ListMessages with `withdrawn: true` and never reaches the model. Repeating it answers the same. Once dispatched: 409 `request_not_queued` (cancel the run with CancelRun instead).
+ *
+ * @param {ClientConfig} config
+ * @param {{request_id: string}} args
+ *   - request_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RequestOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ */
+export function cancelRequest(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
  * CancelRun: POST /v1/runs/{run_id}/cancel (200)
  *
  * @param {ClientConfig} config
@@ -341,7 +458,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
@@ -362,8 +479,8 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state
- * @throws {ApiError} 422 nothing_to_compress / not_supported / validation_error (edited tool arguments)
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
@@ -400,7 +517,7 @@ export function createThread(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
@@ -424,6 +541,26 @@ export function deleteThread(config, args = {}, options = {}) {
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * GetRequest: GET /v1/requests/{request_id} (200)
+ *
+ * PostMessage's `request_id`: `queued` until a worker takes it, then `dispatched` with the `run_id` answering it (wait for it with WaitRun); `cancelled` if withdrawn.
+ *
+ * @param {ClientConfig} config
+ * @param {{request_id: string}} args
+ *   - request_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RequestOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ */
+export function getRequest(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -517,8 +654,9 @@ export function listRuns(config, args = {}, options = {}) {
  * ListThreads: GET /v1/threads (200)
  *
  * @param {ClientConfig} config
- * @param {{limit?: number, cursor?: (string | null)}} [args]
+ * @param {{limit?: number, cursor?: (string | null), metadata?: (string | null)}} [args]
  *   - limit: 1..200; default 50
+ *   - metadata: A JSON object, e.g. {"project":"apollo"}: only threads whose metadata contains it (every key with an equal value; nested objects likewise). (length 0..4096)
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadPage>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
@@ -527,11 +665,13 @@ export function listRuns(config, args = {}, options = {}) {
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
 export function listThreads(config, args = {}, options = {}) {
-  return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
+  return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
  * PostMessage: POST /v1/threads/{thread_id}/messages (202)
+ *
+ * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`.
  *
  * @param {ClientConfig} config
  * @param {{thread_id: string, body: PostMessageIn}} args
@@ -541,8 +681,9 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
@@ -593,8 +734,8 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state
- * @throws {ApiError} 422 nothing_to_compress / not_supported / validation_error (edited tool arguments)
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
  */
@@ -624,7 +765,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
 /**
  * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
  *
- * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final` marks the end), `message` (persisted AI/tool messages), `compression`. Resumable with Last-Event-ID or `after`.
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`.
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, after?: number}} args
@@ -643,17 +784,61 @@ export function streamRunEvents(config, args = {}, options = {}) {
 }
 
 /**
+ * UpdateThread: PATCH /v1/threads/{thread_id} (200)
+ *
+ * Change the title and/or replace the metadata; omitted fields are kept.
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, body: UpdateThreadIn}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<ThreadOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ */
+export function updateThread(config, args = {}, options = {}) {
+  return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
+ * WaitRun: GET /v1/runs/{run_id}/wait (200)
+ *
+ * Long-poll: answers as soon as the run is no longer `running` (interrupted, completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with its current status; call again while it is `running`.
+ *
+ * @param {ClientConfig} config
+ * @param {{run_id: string, timeout?: number}} args
+ *   - run_id: uuid
+ *   - timeout: 0..30; default 30.0
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RunOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ */
+export function waitRun(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
  * Every operation bound to one config: `createClient({apiKey}).getThread({thread_id})`.
  * @param {ClientConfig} [config]
  */
 export function createClient(config = {}) {
   return {
     addDocument: (args, options) => addDocument(config, args, options),
+    cancelRequest: (args, options) => cancelRequest(config, args, options),
     cancelRun: (args, options) => cancelRun(config, args, options),
     compressContext: (args, options) => compressContext(config, args, options),
     createThread: (args, options) => createThread(config, args, options),
     deleteThread: (args, options) => deleteThread(config, args, options),
     getAgentState: (args, options) => getAgentState(config, args, options),
+    getRequest: (args, options) => getRequest(config, args, options),
     getRun: (args, options) => getRun(config, args, options),
     getThread: (args, options) => getThread(config, args, options),
     health: (args, options) => health(config, args, options),
@@ -666,5 +851,7 @@ export function createClient(config = {}) {
     resumeRun: (args, options) => resumeRun(config, args, options),
     searchKnowledgeBase: (args, options) => searchKnowledgeBase(config, args, options),
     streamRunEvents: (args, options) => streamRunEvents(config, args, options),
+    updateThread: (args, options) => updateThread(config, args, options),
+    waitRun: (args, options) => waitRun(config, args, options),
   };
 }

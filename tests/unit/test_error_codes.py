@@ -1,0 +1,132 @@
+"""Statuses and error codes are enums in the OpenAPI document, and the error enum is complete.
+
+A generated client turns an enum into a closed type (openapi-python-client raises on a value it
+does not know), so every code the service can answer must be listed: the domain errors' codes,
+the framework-error mapping and the literal codes of app/api/errors.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+import app.main  # noqa: F401  (imports every module that defines a DomainError)
+from app.api import errors as api_errors
+from app.api.schemas import ErrorCode
+from app.config import load_settings
+from app.main import create_app
+from app.services.errors import DomainError
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
+def test_every_code_the_service_answers_is_in_the_enum() -> None:
+    known = {c.value for c in ErrorCode}
+    domain = {sub.code for sub in _subclasses(DomainError)}
+    mapped = set(api_errors._HTTP_CODES.values())
+    source = Path(api_errors.__file__).read_text()
+    literal = set(re.findall(r'_body\(\s*"([a-z_]+)"', source))
+    assert literal, "the literal-code scan found nothing: update the test"
+    assert domain <= known, domain - known
+    assert mapped <= known, mapped - known
+    assert literal <= known, literal - known
+
+
+def test_run_error_codes_match_the_schema_enum() -> None:
+    from typing import get_args
+
+    from app.api.schemas import RunErrorCode
+    from app.services import run_errors
+
+    codes = {v.code for v in vars(run_errors).values() if isinstance(v, run_errors.RunError)}
+    assert codes and codes == set(get_args(RunErrorCode))
+
+
+class _StubContainer:
+    async def close(self) -> None:
+        return None
+
+
+async def _stub(_: Any) -> Any:
+    return _StubContainer()
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    app = create_app(load_settings({}, log_json=False), container_factory=_stub)
+    with TestClient(app) as client:
+        return client.get("/schema/openapi.json").json()  # type: ignore[no-any-return]
+
+
+def _enum(document: dict[str, Any], schema: str, prop: str) -> list[str]:
+    node = document["components"]["schemas"][schema]["properties"][prop]
+    while "$ref" in node or "oneOf" in node:
+        if "$ref" in node:
+            node = document["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+        else:
+            node = next(n for n in node["oneOf"] if n.get("type") != "null")
+    return sorted(v for v in node["enum"] if v is not None)
+
+
+@pytest.mark.parametrize(
+    ("schema", "prop", "values"),
+    [
+        ("ErrorBody", "error", sorted(c.value for c in ErrorCode)),
+        ("RunOut", "status", ["cancelled", "completed", "failed", "interrupted", "running"]),
+        ("RequestOut", "status", ["cancelled", "dispatched", "queued"]),
+        (
+            "RequestOut",
+            "run_status",
+            ["cancelled", "completed", "failed", "interrupted", "running"],
+        ),
+        ("ThreadOut", "status", ["idle", "interrupted", "queued", "running"]),
+        ("MessageOut", "role", ["assistant", "tool", "user"]),
+        (
+            "StatusEvent",
+            "status",
+            ["cancelled", "completed", "failed", "interrupted", "resumed", "running"],
+        ),
+    ],
+)
+def test_statuses_are_enums_in_the_schema(
+    document: dict[str, Any], schema: str, prop: str, values: list[str]
+) -> None:
+    assert _enum(document, schema, prop) == values
+
+
+def test_stream_documents_every_event_payload(document: dict[str, Any]) -> None:
+    op = document["paths"]["/v1/runs/{run_id}/events"]["get"]
+    schema = op["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    schemas = document["components"]["schemas"]
+    frames = [s["$ref"].rsplit("/", 1)[1] for s in schema["oneOf"] if "$ref" in s]
+    payloads = {}
+    for frame in frames:  # each frame: its event name, and data as JSON of one payload schema
+        props = schemas[frame]["properties"]
+        assert props["data"]["contentMediaType"] == "application/json"
+        payload = props["data"]["contentSchema"]["$ref"].rsplit("/", 1)[1]
+        payloads[props["event"]["const"]] = payload
+        assert schemas[payload]["properties"]["type"]["const"] == props["event"]["const"]
+        assert "type" in schemas[payload]["required"]
+    assert payloads == {
+        "status": "StatusEvent",
+        "delta": "DeltaEvent",
+        "message": "MessageEvent",
+        "compression": "CompressionEvent",
+    }
+
+
+def test_cors_origins_are_validated_at_start() -> None:
+    settings = load_settings({"THREADKEEPER_CORS_ORIGINS": "https://a.example, http://b:5173/"})
+    assert settings.cors_origin_list() == ["https://a.example", "http://b:5173"]
+    assert load_settings({}).cors_origin_list() == []
+    with pytest.raises(ValueError, match="THREADKEEPER_CORS_ORIGINS"):
+        load_settings({"THREADKEEPER_CORS_ORIGINS": "a.example"})

@@ -31,6 +31,8 @@ const state = {
   runActive: false,
   /** the run the page follows (cancel button target) */
   activeRunId: null,
+  /** {runId, signal} of the run whose event stream is being read */
+  following: null,
   pendingInterrupt: null,
   compressPending: false,
   /** the thread scope whose thread_busy notice is being watched */
@@ -113,11 +115,18 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 });
 
 const CITATION = /\[kb:([^\]\s]+)\]/g;
+/** Beyond DOMPurify's defaults: no images (a model tricked by a tool result could leak data
+ * through an image URL the browser fetches by itself), no forms, no page-wide styles. */
+const SANITIZE = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["img", "picture", "video", "audio", "style", "form", "input", "button", "textarea", "select"],
+  FORBID_ATTR: ["style"],
+};
 
 /** Markdown -> sanitized DOM (no script, no event handlers), with [kb:<id>] citations linked. */
 function renderMarkdown(text) {
   const html = marked.parse(text, { async: false });
-  const fragment = DOMPurify.sanitize(html, { RETURN_DOM_FRAGMENT: true });
+  const fragment = DOMPurify.sanitize(html, SANITIZE);
   linkCitations(fragment);
   return fragment;
 }
@@ -631,6 +640,18 @@ function sleep(ms, signal) {
 
 /** Stream a run's events until its final status; reconnects from the last event id. */
 async function followRun(runId, signal) {
+  // Opening a thread and sending to it may both find the new run: one reader per run.
+  if (state.following?.runId === runId && !state.following.signal.aborted) return;
+  const following = { runId, signal };
+  state.following = following;
+  try {
+    await readRun(runId, signal);
+  } finally {
+    if (state.following === following) state.following = null;
+  }
+}
+
+async function readRun(runId, signal) {
   const threadId = state.threadId;
   state.activeRunId = runId;
   setRunActive(true, "running");

@@ -319,20 +319,17 @@ async function selectThread(threadId) {
   }
 }
 
-/** After a reload: user messages with no run yet are queued (or were withdrawn); wait for the
- * oldest queued one, the next the worker will run. */
+/** After a reload: the user messages after the last answered one have no run yet: withdrawn
+ * (ListMessages flags them) or still queued; wait for the oldest queued one, the next to run. */
 async function resumeWaiting(threadId, answered, signal) {
-  const pending = [...document.querySelectorAll("#transcript .msg-user[data-request-id]")]
-    .map((item) => item.dataset.requestId)
-    .filter((id) => !answered.has(id));
+  const users = [...document.querySelectorAll("#transcript .msg-user[data-request-id]")];
+  const lastAnswered = users.findLastIndex((item) => answered.has(item.dataset.requestId));
   let next = null;
-  for (const requestId of pending) {
-    let status = "queued";
-    if (typeof api.getRequest === "function") {
-      ({ status } = await api.getRequest({ request_id: requestId }, { signal }));
-    }
-    if (status === "cancelled") renderTurn(requestId, { status: "withdrawn" });
-    else if (status === "queued") {
+  for (const item of users.slice(lastAnswered + 1)) {
+    const requestId = item.dataset.requestId;
+    if (item.dataset.withdrawn === "true") {
+      renderTurn(requestId, { status: "withdrawn" });
+    } else {
       renderTurn(requestId, { status: "queued" });
       next ??= requestId;
     }
@@ -391,6 +388,7 @@ function appendMessage(m) {
   }
   if (m.role === "user" && m.request_id) {
     item.dataset.requestId = m.request_id;
+    item.dataset.withdrawn = String(Boolean(m.withdrawn));
     item.append(el("div", { class: "turn-meta", hidden: true }));
   }
   for (const call of m.tool_calls || []) {
@@ -471,29 +469,8 @@ function renderTurn(requestId, run) {
       ),
     );
   }
-  if (status === "queued" && typeof api.cancelRequest === "function") {
-    parts.push(
-      el("button", { type: "button", class: "link-button withdraw", onclick: () => withdraw(requestId) }, "Withdraw"),
-    );
-  }
   slot.replaceChildren(...parts);
   slot.hidden = false;
-}
-
-/** Withdraw a message still waiting in the queue (once its run started, cancel the run instead). */
-async function withdraw(requestId) {
-  const threadId = state.threadId;
-  try {
-    await api.cancelRequest({ request_id: requestId });
-  } catch (err) {
-    toast(`Could not withdraw: ${describeError(err)}`);
-    return;
-  }
-  if (threadId !== state.threadId) return;
-  state.withdrawn.add(requestId);
-  renderTurn(requestId, { status: "withdrawn" });
-  setRunActive(false, "withdrawn", "error");
-  refreshAgentState(threadId);
 }
 
 function appendNote(text, kind = "note") {

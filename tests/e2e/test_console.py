@@ -302,6 +302,13 @@ async def test_console_compress_reports_nothing_to_compress_and_thread_busy(
         assert len(compress_requests) == 2, compress_requests
         await page.screenshot(path=str(ARTIFACTS / "console-busy.png"), full_page=True)
 
+        # After a reload the turn is still shown queued, and the page waits for its run.
+        await page.reload()
+        await expect(page.locator("#thread-title")).to_have_text("Busy thread")
+        await expect(page.locator("#transcript .msg-user .turn-status")).to_have_text("queued")
+        await expect(page.locator("#run-status")).to_have_text("queued")
+        await expect(page.locator("#send-button")).to_be_disabled()
+
         assert page_errors == []
         await page.context.close()
 

@@ -825,7 +825,8 @@ function renderAgentState(view) {
 
   const manual = view.capabilities.manual_compression;
   const notice = $("compress-result");
-  if (manual.available && notice.dataset.state === "busy") notice.hidden = true; // idle again
+  const busy = !manual.available && manual.reason === "thread_busy";
+  if (!busy && notice.dataset.state === "busy") notice.hidden = true; // idle again
   $("manual-availability").textContent = manual.available ? "available" : `unavailable (${manual.reason || "unknown"})`;
   $("summary-info").textContent = view.summary.present
     ? `present, covers ${view.summary.summarized_messages} messages`

@@ -311,8 +311,9 @@ async function selectThread(threadId) {
     const latest = runs[0];
     if (latest && ACTIVE.includes(latest.status)) {
       followRun(latest.id, scope.signal);
-    } else {
-      await resumeWaiting(threadId, new Set(runs.map((r) => r.request_id)), scope.signal);
+    } else if (!state.runActive) {
+      // (Unless a message was sent meanwhile: sendMessage follows that one itself.)
+      resumeWaiting(threadId, new Set(runs.map((r) => r.request_id)), scope.signal);
     }
   } catch (err) {
     if (!scope.signal.aborted) toast(`Could not open the thread: ${describeError(err)}`);
@@ -321,7 +322,7 @@ async function selectThread(threadId) {
 
 /** After a reload: the user messages after the last answered one have no run yet: withdrawn
  * (ListMessages flags them) or still queued; wait for the oldest queued one, the next to run. */
-async function resumeWaiting(threadId, answered, signal) {
+function resumeWaiting(threadId, answered, signal) {
   const users = [...document.querySelectorAll("#transcript .msg-user[data-request-id]")];
   const lastAnswered = users.findLastIndex((item) => answered.has(item.dataset.requestId));
   let next = null;
@@ -334,7 +335,10 @@ async function resumeWaiting(threadId, answered, signal) {
       next ??= requestId;
     }
   }
-  if (next) await awaitAndFollow(threadId, next, signal);
+  if (!next) return;
+  awaitAndFollow(threadId, next, signal).catch((err) => {
+    if (!signal.aborted) setRunActive(false, describeError(err), "error");
+  });
 }
 
 async function loadHistory(threadId, signal) {

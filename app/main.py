@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from app import telemetry
 from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
-from app.api.console import console_handlers
+from app.api.console import console_handlers, openapi_render_plugins
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
 from app.api.controllers.requests import RequestController
@@ -173,6 +173,7 @@ def create_app(
         openapi_config=OpenAPIConfig(
             title="Threadkeeper",
             version="0.1.0",
+            render_plugins=openapi_render_plugins(),
             components=Components(
                 security_schemes={
                     "BearerAuth": SecurityScheme(

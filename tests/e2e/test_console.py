@@ -20,13 +20,14 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from playwright.async_api import Browser, Page, Request, async_playwright, expect
+from playwright.async_api import Browser, Page, Request, Route, async_playwright, expect
 
 from app.config import Settings
 from app.container import Container, build_container
 from app.main import create_app
 from tests.conftest import API_KEY, AUTH, make_settings
 from tests.integration.test_context_compression import BIG_DOC
+from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -47,6 +48,9 @@ QUESTION = "How does a lease expire?"
 COMPRESSIBLE = {"tool_result_preview_tokens": 300, "summary_keep_recent_tokens": 200}
 TARGET_PRESSURE_PERCENT = 92  # above the 85% suggestion, below automatic compression (100%)
 UI_TIMEOUT_MS = 20_000
+DESKTOP, MOBILE = 1280, 390
+WIDTHS = pytest.mark.parametrize("width", [DESKTOP, MOBILE], ids=["desktop", "mobile"])
+expect.set_options(timeout=UI_TIMEOUT_MS)  # a busy CI machine: waits are generous, never timed
 
 LiveServerFactory = Callable[..., contextlib.AbstractAsyncContextManager[str]]
 
@@ -105,11 +109,16 @@ async def browser() -> AsyncIterator[Browser]:
             await b.close()
 
 
-async def open_console(browser: Browser, base_url: str) -> tuple[Page, list[str]]:
+async def open_console(
+    browser: Browser, base_url: str, *, width: int = DESKTOP
+) -> tuple[Page, list[str]]:
     """A fresh page on ``/`` (redirects to the console), connected with the API key."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     context = await browser.new_context(
-        viewport={"width": 1440, "height": 900}, reduced_motion="reduce"
+        viewport={"width": width, "height": 900 if width >= DESKTOP else 844},
+        reduced_motion="reduce",
+        is_mobile=width < DESKTOP,
+        has_touch=width < DESKTOP,
     )
     page = await context.new_page()
     page.set_default_timeout(UI_TIMEOUT_MS)
@@ -293,5 +302,229 @@ async def test_console_compress_reports_nothing_to_compress_and_thread_busy(
         assert len(compress_requests) == 2, compress_requests
         await page.screenshot(path=str(ARTIFACTS / "console-busy.png"), full_page=True)
 
+        # After a reload the turn is still shown queued, and the page waits for its run.
+        await page.reload()
+        await expect(page.locator("#thread-title")).to_have_text("Busy thread")
+        await expect(page.locator("#transcript .msg-user .turn-status")).to_have_text("queued")
+        await expect(page.locator("#run-status")).to_have_text("queued")
+        await expect(page.locator("#send-button")).to_be_disabled()
+
         assert page_errors == []
         await page.context.close()
+
+
+# --- issue 14: streamed markdown answers, citations, turns, cancel/delete, mobile, docs offline ----
+LEASE_URL = "https://docs.example.test/leases"
+STREAMED_HEAD = "**Leases** expire after "
+
+
+async def assert_fits_width(page: Page, width: int) -> None:
+    """Nothing is wider than the viewport (no sideways scrolling) and the composer is reachable."""
+    scroll_width = await page.evaluate("() => document.documentElement.scrollWidth")
+    assert scroll_width <= width, f"page is {scroll_width}px wide in a {width}px viewport"
+    for selector in ("#send-button", "#message-input", "#compress-button", "#thread-list"):
+        box = await page.locator(selector).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, selector
+
+
+async def seed_cited_docs(base_url: str) -> tuple[str, str]:
+    """Two documents, one with a URL: returns the search result ids (what answers cite)."""
+    async with httpx.AsyncClient(base_url=base_url, headers=AUTH, timeout=30) as client:
+        for body in (
+            {"title": "Leases", "content": "A lease expires after 30 s.", "url": LEASE_URL},
+            {"title": "Heartbeats", "content": "The heartbeat renews a lease.", "source": "hb.md"},
+        ):
+            assert (
+                await client.post("/v1/knowledge-bases/default/documents", json=body)
+            ).is_success
+        ids = []
+        for word in ("expires", "heartbeat"):
+            found = await client.get("/v1/knowledge-bases/default/search", params={"q": word})
+            ids.append(found.json()["results"][0]["id"])
+        return ids[0], ids[1]
+
+
+async def run_of_newest_thread(base_url: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=base_url, headers=AUTH, timeout=30) as client:
+        tid = (await client.get("/v1/threads", params={"limit": 1})).json()["items"][0]["id"]
+        return (await client.get(f"/v1/threads/{tid}/runs")).json()["items"][0]  # type: ignore[no-any-return]
+
+
+def usage_text(run: dict[str, Any]) -> str:
+    calls = run["model_calls"]
+    return (
+        f"{run['input_tokens']:,} in · {run['output_tokens']:,} out · "
+        f"{calls} model call{'' if calls == 1 else 's'}"
+    )
+
+
+@WIDTHS
+async def test_console_streams_markdown_answer_with_linked_citations_and_turns_survive_reload(
+    live_server: LiveServerFactory, browser: Browser, width: int
+) -> None:
+    with OpenAICompatibleServer() as llm:
+        async with live_server(llm_base_url=llm.base_url, llm_api_key="k") as base_url:
+            lease_id, heartbeat_id = await seed_cited_docs(base_url)
+            answer = (
+                f"{STREAMED_HEAD}`30 s` unless renewed [kb:{lease_id}].\n\n"
+                f"- the heartbeat renews it [kb:{heartbeat_id}]\n- an expired run is recovered\n\n"
+                '<img src="x" onerror="window.__xss = 1"> Unknown: [kb:999999]. Done.'
+            )
+            llm.enqueue_tool_call("query_kb", {"query": "lease heartbeat"})
+            llm.enqueue_text(answer)
+            gate = llm.pause_stream(after=3)
+
+            page, page_errors = await open_console(browser, base_url, width=width)
+            await create_thread(page, "Streaming")
+            await page.fill("#message-input", "When does a lease expire?")
+            await page.click("#send-button")
+
+            # Half the answer is on the page while the model is still writing it.
+            streaming = page.locator("#transcript .msg-streaming")
+            await expect(streaming).to_contain_text("Leases expire after")
+            await expect(streaming.locator("strong")).to_have_text("Leases")
+            await expect(page.locator("#run-status")).to_have_text("running")
+            await expect(page.locator("#cancel-run")).to_be_visible()
+            assert "Done." not in await page.locator("#transcript").inner_text()
+            await page.screenshot(path=str(ARTIFACTS / f"console-streaming-{width}.png"))
+            gate.set()
+
+            final = page.locator("#transcript .msg-assistant .msg-text", has_text="Done.")
+            await expect(page.locator("#run-status")).to_have_text("completed")
+            await expect(final).to_have_count(1)
+            await expect(streaming).to_have_count(0)
+            await expect(page.locator("#cancel-run")).to_be_hidden()
+            run = await run_of_newest_thread(base_url)
+            assert run["status"] == "completed" and run["model_calls"] == 2
+
+            async def check_answer() -> None:
+                await expect(final.locator("strong")).to_have_text("Leases")
+                await expect(final.locator("code")).to_have_text("30 s")
+                await expect(final.locator("li")).to_have_count(2)
+                # Sanitized: the img (and its handler) is gone and never ran.
+                assert await final.locator("img, [onerror]").count() == 0
+                assert await page.evaluate("() => window.__xss") is None
+                # The cited document with a URL links to it; the other opens its passage.
+                url_cite = final.locator(f"a.cite[data-kb-id='{lease_id}']")
+                await expect(url_cite).to_have_attribute("href", LEASE_URL)
+                await expect(url_cite).to_have_attribute("target", "_blank")
+                await expect(url_cite).to_have_text(f"[kb:{lease_id}]")
+                await expect(final.locator(".cite-unknown")).to_have_text("[kb:999999]")
+                await final.locator(f"a.cite[data-kb-id='{heartbeat_id}']").click()
+                dialog = page.locator("#cite-dialog")
+                await expect(dialog).to_be_visible()
+                await expect(page.locator("#cite-title")).to_have_text("Heartbeats")
+                await expect(page.locator("#cite-meta")).to_contain_text("source hb.md")
+                await expect(page.locator("#cite-content")).to_have_text(
+                    "The heartbeat renews a lease."
+                )
+                await dialog.locator("button").click()
+                await expect(dialog).to_be_hidden()
+                # The turn shows its run's status and the token usage the server recorded.
+                turn = page.locator("#transcript .msg-user .turn-meta")
+                await expect(turn.locator(".turn-status")).to_have_text("completed")
+                await expect(turn.locator(".turn-usage")).to_have_text(usage_text(run))
+
+            await check_answer()
+            if width < DESKTOP:
+                await assert_fits_width(page, width)
+            await page.screenshot(
+                path=str(ARTIFACTS / f"console-answer-{width}.png"), full_page=True
+            )
+
+            # A reload rebuilds the same transcript, citations and turn status from the API.
+            await page.reload()
+            await expect(page.locator("#connection")).to_have_text("connected")
+            await expect(page.locator("#thread-title")).to_have_text("Streaming")
+            await check_answer()
+            await expect(page.locator("#transcript .msg-streaming")).to_have_count(0)
+            assert page_errors == []
+            await page.context.close()
+
+
+@WIDTHS
+async def test_console_busy_notice_clears_cancel_run_and_delete_thread(
+    live_server: LiveServerFactory, browser: Browser, width: int
+) -> None:
+    # query_kb needs an approval: each turn stops `interrupted`, which keeps the thread busy.
+    async with live_server(approval_tools="query_kb") as base_url:
+        await seed_cited_docs(base_url)
+        page, page_errors = await open_console(browser, base_url, width=width)
+        await create_thread(page, "Approvals")
+        turns = page.locator("#transcript .msg-user .turn-meta .turn-status")
+
+        await page.fill("#message-input", QUESTION)
+        await page.click("#send-button")
+        await expect(page.locator("#interrupt")).to_be_visible()
+        await expect(turns.nth(0)).to_have_text("interrupted")
+
+        # 409 while the run waits; the notice goes away by itself once the thread is idle.
+        notice = page.locator("#compress-result")
+        await page.click("#compress-button")
+        await expect(notice).to_have_attribute("data-state", "busy")
+        await expect(notice).to_contain_text("thread_busy")
+        await page.screenshot(path=str(ARTIFACTS / f"console-busy-notice-{width}.png"))
+        await page.click("#approve-button")
+        await expect(page.locator("#run-status")).to_have_text("completed")
+        await expect(turns.nth(0)).to_have_text("completed")
+        await expect(notice).to_be_hidden()
+
+        # Cancel: the second turn's run stops and says so, in the header and on the turn.
+        await page.fill("#message-input", "And the heartbeat?")
+        await page.click("#send-button")
+        await expect(turns.nth(1)).to_have_text("interrupted")
+        await page.click("#cancel-run")
+        await expect(page.locator("#run-status")).to_have_text("cancelled")
+        await expect(turns.nth(1)).to_have_text("cancelled")
+        await expect(page.locator("#cancel-run")).to_be_hidden()
+        await expect(page.locator("#send-button")).to_be_enabled()
+        assert (await run_of_newest_thread(base_url))["status"] == "cancelled"
+        if width < DESKTOP:
+            await assert_fits_width(page, width)
+        await page.screenshot(
+            path=str(ARTIFACTS / f"console-cancelled-{width}.png"), full_page=True
+        )
+
+        # Delete (after a confirmation): gone from the list, from the API and after a reload.
+        page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
+        await page.click("#delete-thread")
+        await expect(page.locator("#thread-title")).to_have_text("No thread selected")
+        await expect(page.locator("#thread-list")).not_to_contain_text("Approvals")
+        async with httpx.AsyncClient(base_url=base_url, headers=AUTH) as client:
+            assert (await client.get("/v1/threads")).json()["items"] == []
+        await page.reload()
+        await expect(page.locator("#connection")).to_have_text("connected")
+        await expect(page.locator("#threads-empty")).to_be_visible()
+        await expect(page.locator("#thread-title")).to_have_text("No thread selected")
+        assert page_errors == []
+        await page.context.close()
+
+
+async def test_api_docs_render_offline(live_server: LiveServerFactory, browser: Browser) -> None:
+    """Swagger UI and Redoc render with every request to another origin refused."""
+    foreign: list[str] = []
+    async with live_server(start_worker=False) as base_url:
+
+        async def offline(route: Route) -> None:
+            if route.request.url.startswith(base_url + "/"):
+                await route.continue_()
+            else:
+                foreign.append(route.request.url)
+                await route.abort()
+
+        for width in (DESKTOP, MOBILE):
+            context = await browser.new_context(viewport={"width": width, "height": 900})
+            await context.route("**/*", offline)
+            page = await context.new_page()
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            await page.goto(base_url + "/schema/swagger")
+            await expect(page.locator(".swagger-ui .info .title")).to_contain_text("Threadkeeper")
+            await expect(page.locator(".opblock-summary-path").first).to_be_visible()
+            assert await page.locator(".opblock").count() >= 16
+            await page.screenshot(path=str(ARTIFACTS / f"swagger-{width}.png"))
+            await page.goto(base_url + "/schema/redoc")
+            await expect(page.locator("h1").first).to_contain_text("Threadkeeper")
+            await expect(page.get_by_text("StreamRunEvents").first).to_be_attached()
+            await page.screenshot(path=str(ARTIFACTS / f"redoc-{width}.png"))
+            assert foreign == []
+            await context.close()

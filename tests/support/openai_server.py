@@ -333,7 +333,13 @@ class _Handler(BaseHTTPRequestHandler):
             return body
 
         self._sse(chunk({"role": "assistant", "content": ""}))
-        for piece in _split_pieces(reply.content):
+        pieces = _split_pieces(reply.content)
+        pause = self.server.owner._take_stream_pause(len(pieces))
+        for index, piece in enumerate(pieces):
+            if pause is not None and index == pause.after:
+                time.sleep(pause.pace)
+            if pause is not None and index == pause.after + 1:
+                pause.gate.wait(pause.timeout)
             self._sse(chunk({"content": piece}))
         for index, (cid, name, args) in enumerate(calls):
             self._sse(
@@ -395,6 +401,17 @@ def _split_args(args: str, size: int = 8) -> list[str]:
     return [args[i : i + size] for i in range(0, len(args), size)] or [""]
 
 
+@dataclass(frozen=True)
+class _StreamPause:
+    """Pieces before ``after`` go out, then a ``pace`` pause and one more piece (a client that
+    coalesces by time flushes on it), then the rest waits for ``gate``."""
+
+    after: int
+    pace: float
+    gate: threading.Event
+    timeout: float
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -411,6 +428,7 @@ class _State:
     replies: deque[Reply] = field(default_factory=deque)
     faults: deque[Fault] = field(default_factory=deque)
     counter: int = 0
+    stream_pause: _StreamPause | None = None
 
 
 class OpenAICompatibleServer:
@@ -434,6 +452,7 @@ class OpenAICompatibleServer:
         self.block: threading.Event | None = None
         self.block_timeout = block_timeout
         self._state = _State()
+        self._stream_gates: list[threading.Event] = []
         self._cond = threading.Condition()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -457,6 +476,8 @@ class OpenAICompatibleServer:
             return
         if self.block is not None:
             self.block.set()  # never leave handler threads hanging on shutdown
+        for gate in self._stream_gates:
+            gate.set()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -521,6 +542,25 @@ class OpenAICompatibleServer:
     def release(self) -> None:
         if self.block is not None:
             self.block.set()
+
+    def pause_stream(
+        self, after: int, *, pace: float = 1.0, timeout: float = 120.0
+    ) -> threading.Event:
+        """Stop the next streamed text reply (of more than ``after + 1`` word pieces) midway until
+        the returned event is set, so a test can look at a half-streamed answer."""
+        pause = _StreamPause(after=after, pace=pace, gate=threading.Event(), timeout=timeout)
+        with self._cond:
+            self._state.stream_pause = pause
+        self._stream_gates.append(pause.gate)
+        return pause.gate
+
+    def _take_stream_pause(self, pieces: int) -> _StreamPause | None:
+        with self._cond:
+            pause = self._state.stream_pause
+            if pause is None or pieces <= pause.after + 1:
+                return None
+            self._state.stream_pause = None
+            return pause
 
     # ------------------------------------------------------------------ inspection
     @property

@@ -177,6 +177,32 @@ async def test_responder_and_block_hook(srv: OpenAICompatibleServer) -> None:
     assert (await asyncio.wait_for(task, 5)).content == "1 messages"
 
 
+@pytest.mark.asyncio
+async def test_pause_stream_holds_the_rest_of_a_streamed_reply(srv: OpenAICompatibleServer) -> None:
+    srv.enqueue_text("one two three four five six")
+    gate = srv.pause_stream(after=2, pace=0.0)
+    seen: list[str] = []
+    reached = asyncio.Event()
+
+    async def read() -> None:
+        async for chunk in _chat(srv).astream([HumanMessage("count")]):
+            seen.append(str(chunk.content))
+            if "".join(seen) == "one two three ":
+                reached.set()
+
+    task = asyncio.create_task(read())
+    await asyncio.wait_for(reached.wait(), 10)  # the pieces before the gate, plus one
+    await asyncio.sleep(0.2)
+    assert "".join(seen) == "one two three " and not task.done()
+    gate.set()
+    await asyncio.wait_for(task, 10)
+    assert "".join(seen) == "one two three four five six"
+    # One-shot: the next reply streams straight through.
+    srv.enqueue_text("a b c d")
+    chunks = [str(c.content) async for c in _chat(srv).astream([HumanMessage("again")])]
+    assert "".join(chunks) == "a b c d"
+
+
 def test_concurrent_requests_are_served_in_parallel() -> None:
     with OpenAICompatibleServer() as server:
         server.hold()

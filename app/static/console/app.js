@@ -1,14 +1,21 @@
 // Threadkeeper operator console: threads, streaming chat, context pressure, manual compression.
 // Plain ES module, no framework and no build step. Every API call goes through the client that
-// scripts/generate_console_client.py generates from the OpenAPI document.
+// scripts/generate_console_client.py generates from the OpenAPI document. Markdown is rendered by
+// marked and sanitized by DOMPurify, both vendored under /vendor/ (no CDN).
 
 import { ApiError, createClient } from "./api-client.js";
+import { marked } from "/vendor/marked/marked.esm.js";
+import DOMPurify from "/vendor/dompurify/purify.es.js";
 
 const KEY_STORAGE = "threadkeeper.apiKey";
 const THREAD_STORAGE = "threadkeeper.threadId";
 const RUN_POLL_MS = 300;
 const PREVIEW_CHARS = 600;
 const STREAM_RETRIES = 3;
+const BUSY_POLL_MS = 1500;
+const KB_TOOL = "query_kb";
+const ACTIVE = ["running", "interrupted"];
+const FINAL = ["completed", "failed", "cancelled"];
 
 const state = {
   apiKey: localStorage.getItem(KEY_STORAGE) || "",
@@ -22,8 +29,20 @@ const state = {
   /** message ids already in the transcript (history and stream overlap) */
   shown: new Set(),
   runActive: false,
+  /** the run the page follows (cancel button target) */
+  activeRunId: null,
+  /** {runId, signal} of the run whose event stream is being read */
+  following: null,
   pendingInterrupt: null,
   compressPending: false,
+  /** the thread scope whose thread_busy notice is being watched */
+  watchingBusy: null,
+  /** knowledge-base result id -> {doc_id, title, source, url, content} from query_kb results */
+  kbResults: new Map(),
+  /** answers being streamed: model message id -> {item, text} (in arrival order) */
+  streams: new Map(),
+  /** request ids the operator withdrew (stop waiting for their run) */
+  withdrawn: new Set(),
 };
 
 const api = createClient({ apiKey: () => state.apiKey });
@@ -84,17 +103,93 @@ function setPill(node, text, kind) {
   node.hidden = !text;
 }
 
-/** Answers cite knowledge-base results as [kb:<id>]: render those as badges. */
-function withCitations(text) {
-  const fragment = document.createDocumentFragment();
-  let last = 0;
-  for (const match of text.matchAll(/\[kb:([^\]\s]+)\]/g)) {
-    fragment.append(text.slice(last, match.index));
-    fragment.append(el("span", { class: "cite", title: `knowledge-base result ${match[1]}` }, match[0]));
-    last = match.index + match[0].length;
+// --- markdown & citations ---------------------------------------------------------------------
+
+marked.use({ gfm: true, breaks: true });
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  // Links in answers leave the console in a new tab and learn nothing about it.
+  if (node.tagName === "A" && node.hasAttribute("href")) {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer");
   }
-  fragment.append(text.slice(last));
+});
+
+const CITATION = /\[kb:([^\]\s]+)\]/g;
+/** Beyond DOMPurify's defaults: no images (a model tricked by a tool result could leak data
+ * through an image URL the browser fetches by itself), no forms, no page-wide styles. */
+const SANITIZE = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["img", "picture", "video", "audio", "style", "form", "input", "button", "textarea", "select"],
+  FORBID_ATTR: ["style"],
+};
+
+/** Markdown -> sanitized DOM (no script, no event handlers), with [kb:<id>] citations linked. */
+function renderMarkdown(text) {
+  const html = marked.parse(text, { async: false });
+  const fragment = DOMPurify.sanitize(html, SANITIZE);
+  linkCitations(fragment);
   return fragment;
+}
+
+/** Replace [kb:<id>] in text nodes (not in code or existing links) with citation links. */
+function linkCitations(root) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
+    acceptNode: (node) =>
+      node.parentElement?.closest("code, pre, a") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
+  });
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    if (!text.includes("[kb:")) continue;
+    const parts = document.createDocumentFragment();
+    let last = 0;
+    for (const match of text.matchAll(CITATION)) {
+      parts.append(text.slice(last, match.index), citation(match[1], match[0]));
+      last = match.index + match[0].length;
+    }
+    parts.append(text.slice(last));
+    node.replaceWith(parts);
+  }
+}
+
+/** A citation: to the document's URL when it has one, else to the cited passage in a dialog. */
+function citation(id, label) {
+  const hit = state.kbResults.get(id);
+  if (!hit) {
+    return el("span", { class: "cite cite-unknown", title: `knowledge-base result ${id} (not in this thread)` }, label);
+  }
+  const title = [hit.title, hit.source].filter(Boolean).join(" · ") || `knowledge-base result ${id}`;
+  const attrs = { class: "cite", title, dataset: { kbId: id, docId: hit.doc_id || "" } };
+  if (hit.url && /^https?:\/\//i.test(hit.url)) {
+    return el("a", { ...attrs, href: hit.url, target: "_blank", rel: "noopener noreferrer" }, label);
+  }
+  return el("a", { ...attrs, href: `#kb-${id}`, onclick: (event) => { event.preventDefault(); openCitation(id); } }, label);
+}
+
+function openCitation(id) {
+  const hit = state.kbResults.get(id);
+  if (!hit) return;
+  $("cite-title").textContent = hit.title || `knowledge-base result ${id}`;
+  $("cite-meta").textContent = [`result ${id}`, hit.source && `source ${hit.source}`, hit.doc_id && `document ${hit.doc_id}`]
+    .filter(Boolean)
+    .join(" · ");
+  $("cite-content").textContent = hit.content || "";
+  $("cite-dialog").showModal();
+}
+
+/** Remember the results a query_kb call returned, so answers can link what they cite. */
+function collectKbResults(m) {
+  if (m.role !== "tool" || m.tool_name !== KB_TOOL) return;
+  let payload;
+  try {
+    payload = JSON.parse(m.content);
+  } catch {
+    return;
+  }
+  for (const r of Array.isArray(payload?.results) ? payload.results : []) {
+    if (r && r.id !== undefined) state.kbResults.set(String(r.id), r);
+  }
 }
 
 // --- connection & threads ---------------------------------------------------------------------
@@ -151,6 +246,34 @@ function renderThreads() {
   $("more-threads").hidden = !state.nextCursor;
 }
 
+async function deleteThread() {
+  const threadId = state.threadId;
+  if (!threadId) return;
+  const thread = state.threads.find((t) => t.id === threadId);
+  if (!window.confirm(`Delete the thread "${thread?.title || "Untitled thread"}" and its whole history?`)) return;
+  try {
+    await api.deleteThread({ thread_id: threadId });
+  } catch (err) {
+    toast(`Could not delete the thread: ${describeError(err)}`);
+    return;
+  }
+  state.threadScope?.abort();
+  state.threadScope = null;
+  state.threadId = null;
+  state.activeRunId = null;
+  state.threads = state.threads.filter((t) => t.id !== threadId);
+  localStorage.removeItem(THREAD_STORAGE);
+  renderThreads();
+  $("thread-title").textContent = "No thread selected";
+  $("delete-thread").hidden = true;
+  $("transcript").replaceChildren();
+  $("interrupt").hidden = true;
+  $("compress-result").hidden = true;
+  setRunActive(false, "");
+  updateCompressButton();
+  toast("Thread deleted.");
+}
+
 async function createThread(title) {
   const thread = await api.createThread({ body: { title } });
   state.threads = [thread, ...state.threads];
@@ -165,11 +288,15 @@ async function selectThread(threadId) {
   state.threadId = threadId;
   state.offloads = new Map();
   state.shown = new Set();
+  state.kbResults = new Map();
+  state.streams = new Map();
+  state.withdrawn = new Set();
   state.pendingInterrupt = null;
   localStorage.setItem(THREAD_STORAGE, threadId);
   renderThreads();
   const thread = state.threads.find((t) => t.id === threadId);
   $("thread-title").textContent = thread?.title || "Untitled thread";
+  $("delete-thread").hidden = false;
   $("transcript").replaceChildren();
   $("compress-result").hidden = true;
   $("interrupt").hidden = true;
@@ -178,14 +305,40 @@ async function selectThread(threadId) {
 
   try {
     await Promise.all([loadHistory(threadId, scope.signal), refreshAgentState(threadId)]);
-    const { items } = await api.listRuns({ thread_id: threadId, limit: 1 }, { signal: scope.signal });
-    const latest = items[0];
-    if (latest && ["running", "interrupted"].includes(latest.status)) {
+    // Each turn's run status and token usage come back from the runs (they survive a reload).
+    const { items: runs } = await api.listRuns({ thread_id: threadId, limit: 200 }, { signal: scope.signal });
+    for (const run of runs) renderTurn(run.request_id, run);
+    const latest = runs[0];
+    if (latest && ACTIVE.includes(latest.status)) {
       followRun(latest.id, scope.signal);
+    } else if (!state.runActive) {
+      // (Unless a message was sent meanwhile: sendMessage follows that one itself.)
+      resumeWaiting(threadId, new Set(runs.map((r) => r.request_id)), scope.signal);
     }
   } catch (err) {
     if (!scope.signal.aborted) toast(`Could not open the thread: ${describeError(err)}`);
   }
+}
+
+/** After a reload: the user messages after the last answered one have no run yet: withdrawn
+ * (ListMessages flags them) or still queued; wait for the oldest queued one, the next to run. */
+function resumeWaiting(threadId, answered, signal) {
+  const users = [...document.querySelectorAll("#transcript .msg-user[data-request-id]")];
+  const lastAnswered = users.findLastIndex((item) => answered.has(item.dataset.requestId));
+  let next = null;
+  for (const item of users.slice(lastAnswered + 1)) {
+    const requestId = item.dataset.requestId;
+    if (item.dataset.withdrawn === "true") {
+      renderTurn(requestId, { status: "withdrawn" });
+    } else {
+      renderTurn(requestId, { status: "queued" });
+      next ??= requestId;
+    }
+  }
+  if (!next) return;
+  awaitAndFollow(threadId, next, signal).catch((err) => {
+    if (!signal.aborted) setRunActive(false, describeError(err), "error");
+  });
 }
 
 async function loadHistory(threadId, signal) {
@@ -201,14 +354,20 @@ async function loadHistory(threadId, signal) {
 // --- transcript -------------------------------------------------------------------------------
 
 /**
- * One chat entry from the persisted history or a `message` stream event.
+ * One chat entry from the persisted history or a `message` stream event. An assistant message
+ * takes the place of the bubble its streamed tokens were shown in.
  * @param {{id?: string, message_id?: string, role: string, content: string, tool_calls?: any[] | null,
- *          tool_call_id?: string | null, tool_name?: string | null}} m
+ *          tool_call_id?: string | null, tool_name?: string | null, request_id?: string | null}} m
  */
 function appendMessage(m) {
   const id = m.id || m.message_id;
-  if (id && state.shown.has(id)) return;
+  const streamed = m.role === "assistant" ? takeStream() : null;
+  if (id && state.shown.has(id)) {
+    streamed?.remove();
+    return;
+  }
   if (id) state.shown.add(id);
+  collectKbResults(m);
 
   const item = el("li", { class: `msg msg-${m.role}`, dataset: { role: m.role, messageId: id } });
   const label = { user: "You", assistant: "Assistant", tool: `Tool result · ${m.tool_name || "tool"}` }[m.role] || m.role;
@@ -226,8 +385,15 @@ function appendMessage(m) {
       el("div", { class: "offload-slot" }),
     );
     decorateOffload(item);
+  } else if (m.role === "assistant" && m.content) {
+    item.append(el("div", { class: "msg-text markdown" }, renderMarkdown(m.content)));
   } else if (m.content) {
-    item.append(el("div", { class: "msg-text" }, m.role === "assistant" ? withCitations(m.content) : m.content));
+    item.append(el("div", { class: "msg-text" }, m.content));
+  }
+  if (m.role === "user" && m.request_id) {
+    item.dataset.requestId = m.request_id;
+    item.dataset.withdrawn = String(Boolean(m.withdrawn));
+    item.append(el("div", { class: "turn-meta", hidden: true }));
   }
   for (const call of m.tool_calls || []) {
     item.append(
@@ -240,8 +406,75 @@ function appendMessage(m) {
     );
   }
   const transcript = $("transcript");
-  transcript.append(item);
+  if (streamed) streamed.replaceWith(item);
+  else transcript.append(item);
   transcript.scrollTop = transcript.scrollHeight;
+}
+
+/** Streamed tokens (`delta` events) of an answer not yet persisted, shown as they arrive. */
+function appendDelta(data) {
+  const key = data.lc_id ?? "";
+  let entry = state.streams.get(key);
+  if (!entry) {
+    const body = el("div", { class: "msg-text markdown" });
+    const item = el(
+      "li",
+      { class: "msg msg-assistant msg-streaming", dataset: { role: "assistant" }, "aria-busy": "true" },
+      el("div", { class: "msg-label" }, "Assistant · streaming"),
+      body,
+    );
+    entry = { item, body, text: "" };
+    state.streams.set(key, entry);
+    $("transcript").append(item);
+  }
+  entry.text += data.text || "";
+  entry.body.replaceChildren(renderMarkdown(entry.text));
+  const transcript = $("transcript");
+  transcript.scrollTop = transcript.scrollHeight;
+}
+
+/** The oldest streamed bubble (its persisted message arrives next, in order); null if none. */
+function takeStream() {
+  const first = state.streams.entries().next();
+  if (first.done) return null;
+  state.streams.delete(first.value[0]);
+  return first.value[1].item;
+}
+
+/** A stream that ended without its message (failure, cancel) keeps its text, marked unfinished. */
+function settleStreams() {
+  for (const { item } of state.streams.values()) {
+    item.classList.remove("msg-streaming");
+    item.removeAttribute("aria-busy");
+    item.querySelector(".msg-label").textContent = "Assistant · unfinished";
+  }
+  state.streams.clear();
+}
+
+// --- turns: run status, token usage, withdraw ----------------------------------------------
+
+const TURN_KIND = { completed: "ok", failed: "error", cancelled: "error", withdrawn: "error", interrupted: "warn" };
+
+/** Show a turn's run status and token usage under the user message that asked for it. */
+function renderTurn(requestId, run) {
+  const item = document.querySelector(`#transcript .msg-user[data-request-id="${CSS.escape(requestId)}"]`);
+  const slot = item?.querySelector(".turn-meta");
+  if (!slot) return;
+  const status = run.status;
+  slot.dataset.status = status;
+  const parts = [el("span", { class: "pill turn-status", dataset: { state: TURN_KIND[status] || "pending" } }, status)];
+  if (run.model_calls) {
+    parts.push(
+      el(
+        "span",
+        { class: "turn-usage", title: "tokens sent to / received from the model in this turn" },
+        `${formatNumber(run.input_tokens)} in · ${formatNumber(run.output_tokens)} out · ` +
+          `${run.model_calls} model call${run.model_calls === 1 ? "" : "s"}`,
+      ),
+    );
+  }
+  slot.replaceChildren(...parts);
+  slot.hidden = false;
 }
 
 function appendNote(text, kind = "note") {
@@ -317,9 +550,25 @@ async function sha256Hex(bytes) {
 
 function setRunActive(active, label, kind = "pending") {
   state.runActive = active;
+  if (!active) state.activeRunId = null;
   setPill($("run-status"), label, kind);
   $("send-button").disabled = active || !state.threadId;
   $("message-input").disabled = !state.threadId;
+  $("cancel-run").hidden = !(active && state.activeRunId);
+}
+
+/** Cancel the run the page follows; its stream then reports the final `cancelled` status. */
+async function cancelRun() {
+  const runId = state.activeRunId;
+  if (!runId) return;
+  $("cancel-run").disabled = true;
+  try {
+    await api.cancelRun({ run_id: runId });
+  } catch (err) {
+    toast(`Could not cancel the run: ${describeError(err)}`);
+  } finally {
+    $("cancel-run").disabled = false;
+  }
 }
 
 async function sendMessage() {
@@ -332,20 +581,27 @@ async function sendMessage() {
   try {
     const accepted = await api.postMessage({ thread_id: threadId, body: { content } }, { signal });
     input.value = "";
-    appendMessage({ id: accepted.message_id, role: "user", content });
-    setRunActive(true, "queued");
+    appendMessage({ id: accepted.message_id, role: "user", content, request_id: accepted.request_id });
     refreshAgentState(threadId);
-    const runId = await waitForRun(threadId, accepted.request_id, signal);
-    await followRun(runId, signal);
+    await awaitAndFollow(threadId, accepted.request_id, signal);
   } catch (err) {
     if (signal.aborted) return;
     setRunActive(false, describeError(err), "error");
   }
 }
 
-/** The worker turns the queued request into a run; wait for it to appear. */
+/** A queued request: show it as such until the worker starts its run, then follow the run. */
+async function awaitAndFollow(threadId, requestId, signal) {
+  setRunActive(true, "queued");
+  renderTurn(requestId, { status: "queued" });
+  const runId = await waitForRun(threadId, requestId, signal);
+  if (runId) await followRun(runId, signal);
+}
+
+/** The worker turns the queued request into a run; wait for it (null once withdrawn). */
 async function waitForRun(threadId, requestId, signal) {
   for (;;) {
+    if (state.withdrawn.has(requestId)) return null;
     const { items } = await api.listRuns({ thread_id: threadId, limit: 20 }, { signal });
     const run = items.find((r) => r.request_id === requestId);
     if (run) return run.id;
@@ -365,7 +621,20 @@ function sleep(ms, signal) {
 
 /** Stream a run's events until its final status; reconnects from the last event id. */
 async function followRun(runId, signal) {
+  // Opening a thread and sending to it may both find the new run: one reader per run.
+  if (state.following?.runId === runId && !state.following.signal.aborted) return;
+  const following = { runId, signal };
+  state.following = following;
+  try {
+    await readRun(runId, signal);
+  } finally {
+    if (state.following === following) state.following = null;
+  }
+}
+
+async function readRun(runId, signal) {
   const threadId = state.threadId;
+  state.activeRunId = runId;
   setRunActive(true, "running");
   let after = 0;
   let final = false;
@@ -381,7 +650,7 @@ async function followRun(runId, signal) {
       if (!final) {
         // Stream ended without a final status (the run finished earlier): read the outcome.
         const run = await api.getRun({ run_id: runId }, { signal });
-        if (["completed", "failed", "cancelled"].includes(run.status)) {
+        if (FINAL.includes(run.status)) {
           handleRunEvent({ event: "status", data: JSON.stringify({ ...run, final: true }) }, threadId);
           final = true;
         }
@@ -449,6 +718,10 @@ function handleRunEvent(event, threadId) {
   } catch {
     return false;
   }
+  if (event.event === "delta") {
+    appendDelta(data);
+    return false;
+  }
   if (event.event === "message") {
     appendMessage(data);
     return false;
@@ -460,19 +733,35 @@ function handleRunEvent(event, threadId) {
   }
   if (event.event !== "status") return false;
 
+  const runId = data.run_id || data.id || state.activeRunId;
   if (data.status === "interrupted") {
     showInterrupt(data.interrupt);
     setRunActive(true, "interrupted: waiting for approval", "warn");
+    refreshTurn(runId, threadId);
   } else if (data.final) {
     const kind = data.status === "completed" ? "ok" : "error";
+    settleStreams();
     setRunActive(false, data.error ? `${data.status}: ${data.error}` : data.status, kind);
     $("interrupt").hidden = true;
     refreshAgentState(threadId);
+    refreshTurn(runId, threadId);
   } else {
     $("interrupt").hidden = true;
     setRunActive(true, data.status || "running");
+    refreshTurn(runId, threadId);
   }
   return Boolean(data.final);
+}
+
+/** Re-read a run for its turn's status and token usage (both kept by the server). */
+async function refreshTurn(runId, threadId) {
+  if (!runId) return;
+  try {
+    const run = await api.getRun({ run_id: runId });
+    if (threadId === state.threadId) renderTurn(run.request_id, run);
+  } catch (err) {
+    if (threadId === state.threadId) toast(`Could not read the run: ${describeError(err)}`);
+  }
 }
 
 function describeCompression(data) {
@@ -539,6 +828,9 @@ function renderAgentState(view) {
   $("compress-button").classList.toggle("suggested", suggested);
 
   const manual = view.capabilities.manual_compression;
+  const notice = $("compress-result");
+  const busy = !manual.available && manual.reason === "thread_busy";
+  if (!busy && notice.dataset.state === "busy") notice.hidden = true; // idle again
   $("manual-availability").textContent = manual.available ? "available" : `unavailable (${manual.reason || "unknown"})`;
   $("summary-info").textContent = view.summary.present
     ? `present, covers ${view.summary.summarized_messages} messages`
@@ -570,6 +862,24 @@ function renderStateMessages(messages) {
       );
     }),
   );
+}
+
+/** While the thread_busy notice shows, re-read the agent state until the thread is idle (the
+ * notice then clears), whoever made it busy: this page, another tab or another client. */
+async function watchBusy(threadId) {
+  const signal = state.threadScope?.signal;
+  const notice = $("compress-result");
+  if (state.watchingBusy === signal) return; // one watcher per thread selection
+  state.watchingBusy = signal;
+  while (threadId === state.threadId && !signal?.aborted && !notice.hidden && notice.dataset.state === "busy") {
+    try {
+      await sleep(BUSY_POLL_MS, signal);
+    } catch {
+      return;
+    }
+    await refreshAgentState(threadId);
+  }
+  if (state.watchingBusy === signal) state.watchingBusy = null;
 }
 
 function updateCompressButton() {
@@ -605,6 +915,7 @@ async function compressContext() {
     if (threadId !== state.threadId) return;
     if (err instanceof ApiError && err.status === 409) {
       showCompressResult(`thread_busy: ${err.detail || "the thread has a queued or active run"}`, "busy");
+      watchBusy(threadId);
     } else if (err instanceof ApiError && err.status === 422) {
       showCompressResult(`${err.code}: ${err.detail || "nothing to compress"}`, "info");
     } else {
@@ -648,6 +959,8 @@ function wire() {
   });
   $("compress-button").addEventListener("click", compressContext);
   $("approve-button").addEventListener("click", () => decide("approve"));
+  $("cancel-run").addEventListener("click", cancelRun);
+  $("delete-thread").addEventListener("click", deleteThread);
   $("reject-button").addEventListener("click", () => decide("reject"));
   if (state.apiKey) connect(state.apiKey);
 }

@@ -528,3 +528,44 @@ async def test_api_docs_render_offline(live_server: LiveServerFactory, browser: 
             await page.screenshot(path=str(ARTIFACTS / f"redoc-{width}.png"))
             assert foreign == []
             await context.close()
+
+
+@WIDTHS
+async def test_console_withdraws_a_queued_message(
+    live_server: LiveServerFactory, browser: Browser, width: int
+) -> None:
+    # No worker: the message stays queued until the operator withdraws it.
+    async with live_server(start_worker=False) as base_url:
+        page, page_errors = await open_console(browser, base_url, width=width)
+        await create_thread(page, "Second thoughts")
+        await page.fill("#message-input", "Never mind this one")
+        await page.click("#send-button")
+        turn = page.locator("#transcript .msg-user .turn-meta")
+        await expect(turn.locator(".turn-status")).to_have_text("queued")
+        notice = page.locator("#compress-result")
+        await page.click("#compress-button")
+        await expect(notice).to_have_attribute("data-state", "busy")
+        await page.screenshot(path=str(ARTIFACTS / f"console-queued-{width}.png"), full_page=True)
+
+        await turn.locator("button.withdraw").click()
+        await expect(turn.locator(".turn-status")).to_have_text("withdrawn")
+        await expect(turn.locator("button.withdraw")).to_have_count(0)
+        await expect(page.locator("#send-button")).to_be_enabled()
+        await expect(notice).to_be_hidden()  # the thread is idle: the 409 notice went away
+        async with httpx.AsyncClient(base_url=base_url, headers=AUTH) as client:
+            thread = (await client.get("/v1/threads")).json()["items"][0]
+            assert thread["status"] == "idle"
+            messages = (await client.get(f"/v1/threads/{thread['id']}/messages")).json()["items"]
+            assert [m["withdrawn"] for m in messages] == [True]
+        if width < DESKTOP:
+            await assert_fits_width(page, width)
+        await page.screenshot(
+            path=str(ARTIFACTS / f"console-withdrawn-{width}.png"), full_page=True
+        )
+
+        await page.reload()
+        await expect(page.locator("#thread-title")).to_have_text("Second thoughts")
+        await expect(turn.locator(".turn-status")).to_have_text("withdrawn")
+        await expect(page.locator("#send-button")).to_be_enabled()
+        assert page_errors == []
+        await page.context.close()

@@ -473,8 +473,29 @@ function renderTurn(requestId, run) {
       ),
     );
   }
+  if (status === "queued") {
+    parts.push(
+      el("button", { type: "button", class: "link-button withdraw", onclick: () => withdraw(requestId) }, "Withdraw"),
+    );
+  }
   slot.replaceChildren(...parts);
   slot.hidden = false;
+}
+
+/** Withdraw a message still waiting in the queue (once its run started, cancel the run instead). */
+async function withdraw(requestId) {
+  const threadId = state.threadId;
+  try {
+    await api.cancelRequest({ request_id: requestId });
+  } catch (err) {
+    toast(`Could not withdraw: ${describeError(err)}`);
+    return;
+  }
+  if (threadId !== state.threadId) return;
+  state.withdrawn.add(requestId);
+  renderTurn(requestId, { status: "withdrawn" });
+  setRunActive(false, "withdrawn", "error");
+  refreshAgentState(threadId);
 }
 
 function appendNote(text, kind = "note") {

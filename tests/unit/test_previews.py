@@ -178,7 +178,7 @@ def test_tavily_shape_with_answer(tmp_path: Path) -> None:
     assert preview is not None
     assert "answer: Checkpoints store the graph state per thread." in preview
     for result in payload["results"]:
-        assert f'| - | {json.dumps(result["title"])} | {result["url"]} ' in preview
+        assert f"| - | {json.dumps(result['title'])} | {result['url']} " in preview
         assert f"score={json.dumps(result['score'])}" in preview
     assert "raw_content 12000 chars" in preview
     assert "raw raw raw" not in preview

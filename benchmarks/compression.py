@@ -1,6 +1,7 @@
 """Compression benchmark: Threadkeeper's ContextCompressor vs langchain's SummarizationMiddleware.
 
-Run: ``.venv/bin/python benchmarks/compression.py`` (about a minute on 2 cores, no network).
+Run: ``.venv/bin/python benchmarks/compression.py`` (about a minute on 2 cores, no network);
+``--kb-session`` runs only the 60-turn ``query_kb`` session (a few seconds).
 
 Each scenario replays a generated, tool-heavy agent thread (retrieval-style ``query_kb`` JSON,
 Dify-style chunk lists and generic log text) of 10k-200k raw tokens through an agent loop:
@@ -519,9 +520,10 @@ def fmt_ms(pair: tuple[float, float] | None) -> str:
 
 async def main() -> None:
     started = time.perf_counter()
+    kb_session_only = "--kb-session" in sys.argv[1:]
     with tempfile.TemporaryDirectory(prefix="tk-bench-") as tmp:
         rows: list[dict[str, Any]] = []
-        for seed, size in enumerate(SIZES, start=1):
+        for seed, size in enumerate(() if kb_session_only else SIZES, start=1):
             rows += await timed_scenario(size, seed, Path(tmp))
         kb_rows = await scenario(10**9, 99, Path(tmp), max_turns=KB_SESSION_TURNS, kb_only=True)
     print(

@@ -45,10 +45,9 @@ def preview_header(record: OffloadRecord, *, tool_name: str | None = None) -> st
     who = f"{tool_name} result" if tool_name else "Tool result"
     limit = min(READ_CHUNK_CHARS, record.chars) if record.chars else READ_CHUNK_CHARS
     return (
-        f"[{who} offloaded to the workdir file {record.path} "
-        f"({record.chars} chars, {record.bytes} bytes, sha256 {record.sha256}). "
-        f'Read it with read_workdir_file(path="{record.path}", offset=0, limit={limit}); '
-        "offset and limit count characters.]"
+        f"[{who} offloaded to {record.path} ({record.chars} chars, {record.bytes} bytes); "
+        f'read it with read_workdir_file(path="{record.path}", offset=0, limit={limit}), '
+        f"offset and limit in chars; sha256 {record.sha256}]"
     )
 
 
@@ -211,20 +210,16 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _meta_line(index: int, item: _Item) -> str:
-    parts = [f"[{index}]"]
-    parts += [f"{k}={v}" for k, v in item.ids]
-    parts += [f"{k}={v}" for k, v in item.scores]
-    if item.source:
-        parts.append(f"source={item.source}")
+    """One line per result, token-lean (each preview is fresh input on every later request):
+    ids and scores as ``key=value``, then ``| source | "title" | url`` by position (``-``
+    when absent), then extras."""
+    keyed = [f"{k}={v}" for k, v in [*item.ids, *item.scores]]
+    title = None
     if item.title:
-        title = item.title if len(item.title) <= _MAX_TITLE_CHARS else item.title[:_MAX_TITLE_CHARS]
-        parts.append(f"title={json.dumps(title, ensure_ascii=False)}")
-    if item.url:
-        parts.append(f"url={item.url}")
-    parts += item.extra
-    if item.text:
-        parts.append(f"text {len(item.text)} chars")
-    return " ".join(parts)
+        title = json.dumps(item.title[:_MAX_TITLE_CHARS], ensure_ascii=False)
+    columns = [item.source or "-", title or "-", item.url or "-"]
+    line = " ".join([f"[{index}]", *keyed]) + " | " + " | ".join(columns)
+    return " ".join([line, *item.extra])
 
 
 def structured_preview(
@@ -242,7 +237,7 @@ def structured_preview(
         summary += f" (reported count {parsed.count})"
     if parsed.query:
         summary += f" for query {json.dumps(_clip(parsed.query, 300), ensure_ascii=False)}"
-    lines.append(summary + ", in original order (ids, scores, source, title, url kept):")
+    lines.append(summary + ", in order; each: [n] ids scores | source | title | url")
     meta = [_meta_line(i, item) for i, item in enumerate(items, start=1)]
     fixed = sum(len(line) + 1 for line in lines) + sum(len(m) + 1 for m in meta)
     remaining = max(budget_chars - fixed, 0)

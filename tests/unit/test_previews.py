@@ -96,6 +96,24 @@ def test_structured_preview_keeps_all_50_results_in_order(tmp_path: Path) -> Non
     assert len(preview) < len(text) / 3
 
 
+def test_identity_lines_are_token_lean(tmp_path: Path) -> None:
+    """Every later request re-sends each preview, so its per-result identity costs tokens on
+    every turn: one line per result, ids and scores keyed, then source | title | url by
+    position (no repeated key names, no text-length notes)."""
+    payload = query_kb_payload(20)
+    text = json.dumps(payload)
+    preview = structured_preview("query_kb", text, record_for(tmp_path, text), 0)
+    assert preview is not None
+    lines = preview.splitlines()[2:]
+    assert len(lines) == 20
+    for number, (line, r) in enumerate(zip(lines, payload["results"], strict=True), start=1):
+        title = json.dumps(r["title"])
+        assert line == (
+            f"[{number}] id={r['id']} doc_id={r['doc_id']} score={json.dumps(r['score'])}"
+            f" | {r['source']} | {title} | {r['url']}"
+        )
+
+
 def test_structured_preview_shrinks_snippets_to_budget(tmp_path: Path) -> None:
     payload = query_kb_payload(5, words=2000)
     text = json.dumps(payload)
@@ -133,7 +151,7 @@ def test_dify_style_chunk_list(tmp_path: Path) -> None:
         assert f"chunk_id={meta['chunk_id']}" in preview
         assert f"file_id={meta['file_id']}" in preview
         assert f"chunk_index={i}" in preview
-        assert f"source={meta['source']}" in preview
+        assert f"| {meta['source']} | - | - filepath={meta['filepath']}" in preview
         assert f"filepath={meta['filepath']}" in preview
         for key in ("score", "bm25_score", "rerank_score"):
             assert f"{key}={json.dumps(chunk[key])}" in preview
@@ -160,8 +178,7 @@ def test_tavily_shape_with_answer(tmp_path: Path) -> None:
     assert preview is not None
     assert "answer: Checkpoints store the graph state per thread." in preview
     for result in payload["results"]:
-        assert f"url={result['url']}" in preview
-        assert json.dumps(result["title"]) in preview
+        assert f"| - | {json.dumps(result['title'])} | {result['url']} " in preview
         assert f"score={json.dumps(result['score'])}" in preview
     assert "raw_content 12000 chars" in preview
     assert "raw raw raw" not in preview
@@ -179,7 +196,7 @@ def test_searxng_shape(tmp_path: Path) -> None:
     text = json.dumps(payload)
     preview = structured_preview("web_search", text, record_for(tmp_path, text), BUDGET)
     assert preview is not None
-    assert all(f"url=https://s{i}.example" in preview for i in range(3))
+    assert all(f'"T{i}" | https://s{i}.example' in preview for i in range(3))
 
 
 @pytest.mark.parametrize(

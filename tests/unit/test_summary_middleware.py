@@ -477,8 +477,7 @@ async def test_every_id_url_title_score_of_50_results_survives(tmp_path: Path) -
     assert outcome.offloaded and outcome.after_tokens < outcome.before_tokens / 2
     for result in json.loads(payload)["results"]:
         assert f"id={result['id']}" in visible
-        assert f"url={result['url']}" in visible
-        assert json.dumps(result["title"]) in visible
+        assert f"| {json.dumps(result['title'])} | {result['url']}" in visible
         assert f"score={json.dumps(result['score'])}" in visible
 
 

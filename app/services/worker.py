@@ -488,33 +488,30 @@ class RunWorker:
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer()
-        # Closed explicitly: a run that stops early (handoff, lost lease) must also stop the
-        # graph's in-flight step now, not whenever the generator is collected.
         stream = self._stream(self.runtime.graph, graph_input, config, context)
-        async with contextlib.aclosing(stream):
-            async for mode, chunk in stream:
-                if mode == "messages":
-                    message, meta = chunk
-                    if (
-                        isinstance(message, AIMessageChunk)
-                        and meta.get("langgraph_node") == "model"
-                    ):
-                        deltas.add(message.id, message_text(message))
-                    if deltas.due():
-                        await self._flush_deltas(claimed.run_id, deltas)
+        async for mode, chunk in stream:
+            if mode == "messages":
+                message, meta = chunk
+                if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
+                    deltas.add(message.id, message_text(message))
+                if deltas.due():
+                    await self._flush_deltas(claimed.run_id, deltas)
+                continue
+            await self._flush_deltas(claimed.run_id, deltas)
+            if mode == "custom":
+                if isinstance(chunk, dict) and chunk.get("type"):
+                    await self._event(claimed.run_id, str(chunk["type"]), chunk)
+                continue
+            for node, update in (chunk or {}).items():
+                if node == "__interrupt__":
+                    interrupt = interrupt_payload(update)
                     continue
-                await self._flush_deltas(claimed.run_id, deltas)
-                if mode == "custom":
-                    if isinstance(chunk, dict) and chunk.get("type"):
-                        await self._event(claimed.run_id, str(chunk["type"]), chunk)
-                    continue
-                for node, update in (chunk or {}).items():
-                    if node == "__interrupt__":
-                        interrupt = interrupt_payload(update)
-                        continue
-                    await self._persist_update(claimed, update)
-                if self._handoff.is_set() and mode == "updates":
-                    raise HandedOff(str(claimed.run_id))  # a step just ended: stop here
+                await self._persist_update(claimed, update)
+            if self._handoff.is_set() and mode == "updates":
+                # A step just ended: stop here, and stop the graph's next step now (closing
+                # the stream) rather than whenever the dropped generator is collected.
+                await stream.aclose()
+                raise HandedOff(str(claimed.run_id))
         return interrupt
 
     async def _pending_interrupt_ids(self, config: RunnableConfig) -> frozenset[str]:

@@ -619,13 +619,11 @@ class RunWorker:
     async def _stream(
         self, graph: Any, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncGenerator[tuple[str, Any], None]:
-        source = graph.astream(
+        async for item in graph.astream(
             graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
-        )
-        async with contextlib.aclosing(source):
-            async for item in source:
-                mode, chunk = item
-                yield mode, chunk
+        ):
+            mode, chunk = item
+            yield mode, chunk
 
     async def _flush_deltas(self, run_id: uuid.UUID, deltas: DeltaBuffer) -> None:
         for lc_id, text in deltas.drain():

@@ -6,11 +6,13 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import sys
+from pathlib import Path
 
 import msgspec
 import structlog
 
-from app.config import load_settings
+from app.config import Settings, load_settings
 from app.log_redaction import secrets_of
 from app.logging import configure_logging, warn_unknown_settings
 
@@ -21,7 +23,7 @@ def _serve(args: argparse.Namespace) -> None:
     from app.http_server import server_config
     from app.main import create_app
 
-    settings = load_settings()
+    settings = _settings()
     overrides: dict[str, object] = {}
     if args.migrate:
         overrides["migrate_on_start"] = True
@@ -30,19 +32,31 @@ def _serve(args: argparse.Namespace) -> None:
     if args.port:
         overrides["port"] = args.port
     if overrides:
-        settings = msgspec.structs.replace(settings, **overrides)
+        try:
+            settings = msgspec.structs.replace(settings, **overrides)
+        except ValueError as exc:  # e.g. --host 0.0.0.0 with the default dev key
+            print(f"threadkeeper: invalid settings: {exc}", file=sys.stderr)
+            sys.exit(2)
     app = create_app(settings)
+    # uvicorn shuts down gracefully on SIGTERM and then re-raises the signal; with the default
+    # action that kills the process before atexit handlers run, leaving the embedded PostgreSQL
+    # (stopped by pgserver at exit) running. Exit normally instead.
+    signal.signal(signal.SIGTERM, _exit_normally)
     # As uvicorn.run does: Ctrl-C/SIGINT after a graceful shutdown is no error (and must not
     # print a plain-text traceback between the JSON log lines).
     with contextlib.suppress(KeyboardInterrupt):
         uvicorn.Server(server_config(app, settings)).run()
 
 
+def _exit_normally(signum: int, frame: object) -> None:
+    sys.exit(0)
+
+
 def _migrate(_: argparse.Namespace) -> None:
     from app.container import resolve_database_url
     from app.db.migrate import upgrade_head
 
-    settings = load_settings()
+    settings = _settings()
     configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
     upgrade_head(resolve_database_url(settings))
     structlog.get_logger().info("migrated")
@@ -52,7 +66,9 @@ def _worker(args: argparse.Namespace) -> None:
     from app import telemetry
     from app.container import build_container
 
-    settings = load_settings()
+    settings = _settings()
+    if args.check:
+        _check_worker(settings)
     configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
     warn_unknown_settings()
     if settings.worker_metrics_port:
@@ -75,12 +91,39 @@ def _worker(args: argparse.Namespace) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
+        container.worker.heartbeat_file = Path(settings.worker_heartbeat_file)
         structlog.get_logger().info("worker_started", holder=container.worker.holder)
         await stop.wait()
+        # Graceful: no new claims, running turns get drain_seconds, the rest are handed over.
+        await container.worker.drain(settings.drain_seconds)
         await container.close()
+        structlog.get_logger().info("worker_stopped", holder=container.worker.holder)
         telemetry.shutdown(provider)
 
     asyncio.run(main())
+
+
+def _check_worker(settings: Settings) -> None:
+    """Health check of a standalone worker: its claim loop went round within a lease period."""
+    from app.heartbeat import read_beat_age
+
+    age = read_beat_age(Path(settings.worker_heartbeat_file))
+    limit = max(settings.lease_seconds, 3 * settings.worker_poll_seconds)
+    if age is None or age > limit:
+        seen = "never" if age is None else f"{age:.1f} s ago"
+        print(f"unhealthy: worker heartbeat {seen} (limit {limit:.0f} s)", file=sys.stderr)
+        sys.exit(1)
+    print(f"healthy: worker heartbeat {age:.1f} s ago")
+    sys.exit(0)
+
+
+def _settings() -> Settings:
+    """The settings, or a one-line refusal (exit 2) naming what is wrong."""
+    try:
+        return load_settings()
+    except ValueError as exc:
+        print(f"threadkeeper: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     serve.set_defaults(func=_serve)
     worker = sub.add_parser("worker", help="run only the worker (deploy)")
     worker.add_argument("--migrate", action="store_true")
+    worker.add_argument(
+        "--check",
+        action="store_true",
+        help="health check: exit 0 iff the worker heartbeat is fresh",
+    )
     worker.set_defaults(func=_worker)
     sub.add_parser("migrate", help="alembic upgrade head").set_defaults(func=_migrate)
     args = parser.parse_args(argv)

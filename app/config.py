@@ -6,6 +6,7 @@ database URL, which also honours the conventional ``DATABASE_URL``. See README a
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -70,6 +71,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker_concurrency: int = 4
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 5.0
+    #: On SIGTERM: seconds a worker lets running turns finish before handing the rest over.
+    drain_seconds: float = 20.0
+    #: Touched by the worker loop; ``python -m app worker --check`` reads it.
+    worker_heartbeat_file: str = "var/worker.heartbeat"
     #: Tools that need a human approval before they run (comma separated tool names).
     approval_tools: str = ""
 
@@ -98,6 +103,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     summary_max_tokens: int = 1_200
     summary_timeout_seconds: float = 60.0
     workdir_root: str = "var/workdir"
+    #: ``s3://bucket/prefix``: keep the Workdir in S3-compatible storage (shared by every host)
+    #: instead of the local folder ``workdir_root``. Credentials: the ``s3_*`` settings, else the
+    #: usual ``AWS_*`` variables.
+    workdir_url: str = ""
+    s3_endpoint_url: str = ""
+    s3_region: str = ""
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
 
     # --- tools ----------------------------------------------------------------------------------
     #: SearxNG (``.../search``) or Tavily-compatible (``.../search`` with POST) endpoint; empty: no web_search.
@@ -136,6 +149,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"
             )
+        if self.drain_seconds < 0:
+            raise ValueError("THREADKEEPER_DRAIN_SECONDS must be >= 0")
+        if self.workdir_url and not self.workdir_url.startswith("s3://"):
+            raise ValueError("THREADKEEPER_WORKDIR_URL must look like s3://bucket[/prefix]")
+        refuse_public_dev_key(self)
         if self.web_search_kind not in ("searxng", "tavily"):
             raise ValueError("THREADKEEPER_WEB_SEARCH_KIND must be searxng or tavily")
         self.api_key_map()
@@ -180,6 +198,28 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def workdir_path(self) -> Path:
         return Path(self.workdir_root).resolve()
+
+
+#: The key the README and defaults use; fine on loopback, never on a reachable address.
+DEV_KEY = "dev-key"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_public_dev_key(settings: Settings) -> None:
+    """Anyone who read the README knows ``dev-key``: refuse to serve it beyond loopback."""
+    if not is_loopback(settings.host) and DEV_KEY in settings.api_key_map():
+        raise ValueError(
+            f"THREADKEEPER_API_KEYS still contains the default {DEV_KEY!r} while "
+            f"THREADKEEPER_HOST={settings.host} is not a loopback address; set real keys"
+        )
 
 
 _PREFIX = "THREADKEEPER_"

@@ -21,10 +21,10 @@ from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.middlewares.summary import ContextCompressor, Summarizer
 from app.agents.models import build_chat_model, build_summarizer
 from app.agents.tools import build_tools
-from app.agents.workdir import Workdir
+from app.agents.workdir import Workdir, open_workdir
 from app.config import Settings
 from app.db.embedded import start_embedded_postgres
-from app.db.migrate import upgrade_head
+from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
     CHECKPOINTER_APPLICATION_NAME,
     create_engine,
@@ -74,11 +74,21 @@ class Container:
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
 
+    async def schema_lag(self) -> str | None:
+        """``None`` when the schema is at the Alembic head, else what it is at (for /ready)."""
+        applied = await applied_revisions(self.engine)
+        heads = head_revisions()
+        if applied == heads:
+            return None
+        return f"schema at {','.join(sorted(applied)) or 'nothing'}, head {','.join(sorted(heads))}"
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        await self.worker.stop()
+        # SIGTERM of an API process with the in-process worker: the same graceful drain.
+        await self.worker.drain(self.settings.drain_seconds)
+        await self.workdir.close()
         await self.notifier.stop()
         await self.pool.close()
         await self.engine.dispose()
@@ -124,8 +134,7 @@ async def build_container(
     checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
     await checkpointer.setup()
 
-    workdir = Workdir(settings.workdir_path)
-    settings.workdir_path.mkdir(parents=True, exist_ok=True)
+    workdir = open_workdir(settings)
     summarizer = summarizer or build_summarizer(settings)
     compressor = ContextCompressor.from_settings(settings, summarizer=summarizer, workdir=workdir)
     agent = build_agent_runtime(

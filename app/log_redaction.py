@@ -100,7 +100,12 @@ class RedactingFilter(logging.Filter):
 
 def secrets_of(settings: Settings) -> list[str]:
     """The configured values that must never be logged."""
-    found = [*settings.api_key_map(), settings.llm_api_key, settings.web_search_api_key]
+    found = [
+        *settings.api_key_map(),
+        settings.llm_api_key,
+        settings.web_search_api_key,
+        settings.s3_secret_access_key,
+    ]
     if settings.database_url:
         try:
             password = make_url(settings.database_url).password

@@ -63,8 +63,11 @@ async def ready(state: State) -> Response[HealthOut]:
         return Response(HealthOut(status="starting"), status_code=503)
     try:
         await container.ping()
+        lag = await container.schema_lag()
     except Exception as exc:
         return Response(HealthOut(status="unavailable", detail=type(exc).__name__), status_code=503)
+    if lag is not None:  # not migrated (yet): serving would fail on missing tables
+        return Response(HealthOut(status="migrating", detail=lag), status_code=503)
     return Response(HealthOut(status="ready"))
 
 

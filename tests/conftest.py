@@ -19,6 +19,7 @@ from app.db.migrate import upgrade_head
 from app.db.urls import libpq_url
 from app.main import create_app
 from tests.support.database import fresh_database, server_url
+from tests.support.s3_server import S3Server, run_s3_server
 
 API_KEY = "test-key-alice"
 OTHER_KEY = "test-key-bob"
@@ -66,6 +67,7 @@ def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Setting
         "db_pool_size": 5,
         # Tests poll in tight loops; the limiter has its own test.
         "rate_limit_per_second": 0,
+        "drain_seconds": 0,
     }
     base.update(overrides)
     return load_settings({}, **base)
@@ -131,6 +133,21 @@ class AppHarness:
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"run did not reach {statuses}: {items}")
             await asyncio.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3 HTTP server on loopback, shared by the session (one bucket per test)."""
+    yield from run_s3_server()
+
+
+@pytest.fixture(params=["local", "s3"])
+def workdir_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Settings overrides per Workdir backend: every Workdir test runs on both."""
+    if request.param == "local":
+        return {}
+    server: S3Server = request.getfixturevalue("s3_server")
+    return server.settings(server.new_bucket())
 
 
 AppFactory = Callable[..., contextlib.AbstractAsyncContextManager[AppHarness]]

@@ -53,7 +53,7 @@ class SearchHit:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def search_workdir(
+async def search_workdir(
     workdir: Workdir,
     thread_id: str,
     query: str,
@@ -69,13 +69,13 @@ def search_workdir(
         return []
     scored: list[tuple[tuple[int, int, int], SearchHit]] = []
     seen: set[str] = set()
-    for order, entry in enumerate(workdir.read_index(thread_id)):
+    for order, entry in enumerate(await workdir.read_index(thread_id)):
         path = str(entry["path"])
         if path in seen:
             continue
         seen.add(path)
         try:
-            text, _, sha = workdir.read_text(thread_id, path)
+            text, _, sha = await workdir.read_text(thread_id, path)
         except (WorkdirError, WorkdirPathError):
             continue  # an original that cannot be read is not a hit
         found = _best_passage(text, needle, words, snippet_chars)

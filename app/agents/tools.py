@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -87,7 +86,7 @@ def build_tools(
         ctx = _context(runtime)
         limit = max(1, min(int(limit), MAX_READ_CHARS))
         try:
-            chunk, total, sha = workdir.read_text(
+            chunk, total, sha = await workdir.read_text(
                 ctx.thread_id, path, offset=max(0, offset), limit=limit
             )
         except (WorkdirError, ValueError, OSError) as exc:
@@ -114,9 +113,7 @@ def build_tools(
         ctx = _context(runtime)
         limit = max(1, min(int(limit), MAX_SEARCH_HITS))
         try:
-            hits = await asyncio.to_thread(
-                search_originals, workdir, ctx.thread_id, query, limit=limit
-            )
+            hits = await search_originals(workdir, ctx.thread_id, query, limit=limit)
         except (WorkdirError, ValueError, OSError) as exc:
             return json.dumps({"error": str(exc), "query": query})
         return json.dumps(

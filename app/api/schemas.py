@@ -399,5 +399,5 @@ class KbSearchOut(msgspec.Struct, kw_only=True):
 
 
 class HealthOut(msgspec.Struct, kw_only=True):
-    status: Literal["ok", "ready", "starting", "unavailable"]
+    status: Literal["ok", "ready", "starting", "unavailable", "migrating"]
     detail: str = ""

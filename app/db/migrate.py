@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,3 +28,19 @@ def upgrade_head(database_url: str) -> None:
 
 def downgrade_base(database_url: str) -> None:
     command.downgrade(alembic_config(database_url), "base")
+
+
+@lru_cache(maxsize=1)
+def head_revisions() -> frozenset[str]:
+    """The revisions ``alembic upgrade head`` leads to (read from the shipped scripts)."""
+    return frozenset(ScriptDirectory.from_config(alembic_config("")).get_heads())
+
+
+async def applied_revisions(engine: AsyncEngine) -> frozenset[str]:
+    """The revisions the database is at (empty before the first migration)."""
+    async with engine.connect() as conn:
+        exists = await conn.scalar(text("SELECT to_regclass('alembic_version') IS NOT NULL"))
+        if not exists:
+            return frozenset()
+        rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+        return frozenset(str(r[0]) for r in rows)

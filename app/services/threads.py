@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,9 +138,7 @@ class ThreadService:
             if self.state is not None:
                 await self.state.delete_thread(thread_id)
             if self.workdir is not None:
-                await asyncio.to_thread(
-                    shutil.rmtree, self.workdir.thread_dir(str(thread_id)), ignore_errors=True
-                )
+                await self.workdir.delete_thread(str(thread_id))
         except Exception as exc:
             log.warning("thread_cleanup_failed", thread_id=str(thread_id), error=repr(exc))
 

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.workdir import Workdir, WorkdirError, WorkdirNotFoundError, WorkdirPathError
+from app.agents.workdir import (
+    Workdir,
+    WorkdirError,
+    WorkdirNotFoundError,
+    WorkdirPathError,
+    WorkdirStream,
+)
 from app.repositories.conversations import ConversationRepository
 from app.services.errors import NotFound, ValidationFailed
-
-
-@dataclass(frozen=True, slots=True)
-class WorkdirFile:
-    text: str
-    sha256: str
-    total_chars: int
 
 
 class WorkdirFileService:
@@ -25,15 +22,15 @@ class WorkdirFileService:
         self.sessions = sessions
         self.workdir = workdir
 
-    async def read(self, thread_id: uuid.UUID, owner_id: str, path: str) -> WorkdirFile:
+    async def open(self, thread_id: uuid.UUID, owner_id: str, path: str) -> WorkdirStream:
+        """The file's stored SHA-256 and size, and its bytes to stream (verified as they go)."""
         async with self.sessions() as session:
             await ConversationRepository(session).get_owned(thread_id, owner_id)
         try:
-            text, total, sha = await asyncio.to_thread(self.workdir.read_text, str(thread_id), path)
+            return await self.workdir.open(str(thread_id), path)
         except WorkdirPathError as exc:
             raise ValidationFailed(str(exc)) from exc
         except WorkdirNotFoundError as exc:
             raise NotFound(str(exc)) from exc
         except WorkdirError as exc:  # unreadable (permissions, I/O): same answer, no internals
             raise NotFound(f"cannot read workdir file {path[:200]!r}") from exc
-        return WorkdirFile(text=text, sha256=sha, total_chars=total)

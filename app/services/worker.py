@@ -14,8 +14,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -42,6 +43,7 @@ from app.agents.middlewares.summary import is_summary_message
 from app.config import Settings
 from app.db.errors import is_connection_error
 from app.db.models import RequestStatus, RunStatus
+from app.heartbeat import write_beat
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
@@ -117,6 +119,34 @@ class LeaseLost(Exception):
     """This worker no longer holds the run (recovered elsewhere, or cancelled)."""
 
 
+class HandedOff(Exception):
+    """The worker is draining: the run stopped at a step boundary and goes to another worker."""
+
+
+#: ``resume_payload`` key of a run released by a draining worker (running, no lease holder).
+HANDOFF_KEY = "threadkeeper_handoff"
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """Graph input of a released run: continue from its last checkpoint.
+
+    ``human`` is the run's user message when the run started from one: if the release came
+    before that input reached the checkpoint, the run starts over from it instead.
+    """
+
+    human: HumanMessage | None
+
+
+def _human_of(graph_input: Any) -> HumanMessage | None:
+    if isinstance(graph_input, Handoff):
+        return graph_input.human
+    if isinstance(graph_input, dict):
+        found = [m for m in graph_input.get("messages", []) if isinstance(m, HumanMessage)]
+        return found[0] if found else None
+    return None
+
+
 class DeltaBuffer:
     """Coalesces streamed tokens into a few ``delta`` events (one row per ~0.2 s, not per token)."""
 
@@ -160,21 +190,45 @@ class RunWorker:
         self._stopping = False
         #: Runs waiting for the database to answer again before they go on (observability).
         self.waiting_for_database: set[uuid.UUID] = set()
+        #: Set when a draining worker's grace period is over: runs stop at the next step.
+        self._handoff = asyncio.Event()
+        #: Touched by the claim loop (standalone worker): ``python -m app worker --check``.
+        self.heartbeat_file: Path | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         self._stopping = False
+        self._handoff.clear()
         self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
 
     async def stop(self) -> None:
-        """Stop claiming and cancel in-flight runs; each is ended ``failed`` ("worker stopped")
-        so clients see the outcome now instead of after the lease expires."""
+        """Stop now: in-flight runs are released (see ``drain``) without a grace period."""
+        await self.drain(0)
+
+    async def drain(self, seconds: float) -> None:
+        """Graceful stop (SIGTERM): claim nothing more, let running turns finish within
+        ``seconds``, then stop the rest at a step boundary (waiting at most ``seconds`` more)
+        and release them, so another worker continues from the last checkpoint: a step whose
+        result is already checkpointed (a tool that ran) is never executed again."""
         self._stopping = True
         self._wake.set()
-        tasks = [t for t in [self._loop_task, *self._runs.values()] if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop_task
+        running = [t for t in self._runs.values() if not t.done()]
+        if running and seconds > 0:
+            log.info("worker_draining", runs=len(running), seconds=seconds)
+            await asyncio.wait(running, timeout=seconds)
+        running = [t for t in running if not t.done()]
+        if running:
+            log.info("worker_handing_off", runs=len(running))
+            self._handoff.set()
+            if seconds > 0:
+                await asyncio.wait(running, timeout=seconds)
+        for t in running:
+            t.cancel()  # no step boundary in time: released all the same, that step redone
+        for t in running:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
 
@@ -192,6 +246,7 @@ class RunWorker:
                 await self.recover_expired()
                 while not self._stopping and await self._claim_and_spawn():
                     pass
+                await self._beat()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -199,6 +254,13 @@ class RunWorker:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_seconds)
+
+    async def _beat(self) -> None:
+        """Record that the claim loop just went round with a working database."""
+        if self.heartbeat_file is None:
+            return
+        beat = {"holder": self.holder, "pid": os.getpid(), "at": time.time()}
+        await asyncio.to_thread(write_beat, self.heartbeat_file, json.dumps(beat))
 
     async def _claim_and_spawn(self) -> bool:
         if self._slots.locked():
@@ -264,11 +326,18 @@ class RunWorker:
             payload = run.resume_payload
             await runs.set_fields(run.id, resume_payload=None)
             await RunEventRepository(session).append(run.id, "status", {"status": "running"})
+            graph_input: Any = Command(resume=payload)
+            if isinstance(payload, dict) and HANDOFF_KEY in payload:
+                human = payload[HANDOFF_KEY].get("human")
+                graph_input = Handoff(
+                    HumanMessage(content=human["content"], id=human["lc_id"]) if human else None
+                )
+                log.info("run_taken_over", run_id=str(run.id), holder=self.holder)
             return ClaimedRun(
                 run_id=run.id,
                 conversation_id=run.conversation_id,
                 owner_id=conv.owner_id,
-                graph_input=Command(resume=payload),
+                graph_input=graph_input,
             )
 
     async def recover_expired(self) -> int:
@@ -321,6 +390,9 @@ class RunWorker:
                 await runner
             await asyncio.shield(self._finish_cancelled_or_lost(claimed))
             raise
+        except HandedOff:
+            await self._release(claimed)
+            bound.info("run_released")
         except LeaseLost:
             bound.warning("run_lease_lost")  # recovered elsewhere: the outcome is theirs to write
         except Exception as exc:
@@ -361,18 +433,20 @@ class RunWorker:
         self, claimed: ClaimedRun
     ) -> tuple[RunStatus, RunError | None, dict[str, Any] | None]:
         config = self.runtime.config_for(claimed.conversation_id)
-        if not isinstance(claimed.graph_input, Command):
-            await self._repair_dangling_tool_calls(claimed, config)
-            waiting: frozenset[str] = frozenset()
-        else:
-            waiting = await self._pending_interrupt_ids(config)
         graph_input = claimed.graph_input
+        if isinstance(graph_input, Handoff):
+            graph_input = await self._takeover_input(graph_input, config)
+        waiting: frozenset[str] = frozenset()
+        if isinstance(graph_input, dict):
+            await self._repair_dangling_tool_calls(claimed, config)
+        elif isinstance(graph_input, Command):
+            waiting = await self._pending_interrupt_ids(config)
         retries = 0
         while True:
             try:
                 interrupt = await self._stream_run(claimed, graph_input, config)
                 break
-            except LeaseLost:
+            except (LeaseLost, HandedOff):
                 raise
             except Exception as exc:
                 failure: BaseException = exc
@@ -416,7 +490,8 @@ class RunWorker:
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer()
-        async for mode, chunk in self._stream(self.runtime.graph, graph_input, config, context):
+        stream = self._stream(self.runtime.graph, graph_input, config, context)
+        async for mode, chunk in stream:
             if mode == "messages":
                 message, meta = chunk
                 if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
@@ -434,6 +509,11 @@ class RunWorker:
                     interrupt = interrupt_payload(update)
                     continue
                 await self._persist_update(claimed, update)
+            if self._handoff.is_set() and mode == "updates":
+                # A step just ended: stop here, and stop the graph's next step now (closing
+                # the stream) rather than whenever the dropped generator is collected.
+                await stream.aclose()
+                raise HandedOff(str(claimed.run_id))
         return interrupt
 
     async def _pending_interrupt_ids(self, config: RunnableConfig) -> frozenset[str]:
@@ -457,9 +537,9 @@ class RunWorker:
             if pending and {str(i.id) for i in pending} == waiting:
                 return True, claimed.graph_input, None  # the answer was not consumed yet
         else:
-            [human] = claimed.graph_input["messages"]
-            if not any(m.id == human.id for m in view):
-                return True, claimed.graph_input, None  # the input itself was never saved
+            human = _human_of(claimed.graph_input)
+            if human is not None and not any(m.id == human.id for m in view):
+                return True, {"messages": [human]}, None  # the input itself was never saved
         if pending:
             return False, None, interrupt_payload(pending)  # reached a new interrupt
         if snapshot.next:
@@ -489,6 +569,41 @@ class RunWorker:
         finally:
             self.waiting_for_database.discard(run_id)
 
+    async def _takeover_input(self, handoff: Handoff, config: RunnableConfig) -> Any:
+        """Continue from the checkpoint (``None``), unless the run's own input never got there."""
+        if handoff.human is None:
+            return None
+        state = await self.runtime.graph.aget_state(config)
+        ids = {m.id for m in (state.values or {}).get("messages", [])}
+        return None if handoff.human.id in ids else {"messages": [handoff.human]}
+
+    async def _release(self, claimed: ClaimedRun) -> None:
+        """Hand a running run back (no lease holder) for another worker to continue."""
+        human = _human_of(claimed.graph_input)
+        marker = {
+            HANDOFF_KEY: {
+                "holder": self.holder,
+                "human": {"content": human.content, "lc_id": human.id} if human else None,
+            }
+        }
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.lock(claimed.run_id)
+            if run is None or run.status != RunStatus.RUNNING or run.lease_holder != self.holder:
+                return
+            if run.cancel_requested:
+                await _end_stopped(session, claimed.run_id, cancelled=True)
+                return
+            await runs.set_fields(
+                claimed.run_id,
+                lease_holder=None,
+                lease_expires_at=None,
+                resume_payload=_json_safe(marker),
+            )
+            await RunEventRepository(session).append(
+                claimed.run_id, "status", {"status": "running", "handoff": True}
+            )
+
     async def _prune_checkpoints(self, conversation_id: uuid.UUID, run_id: uuid.UUID) -> None:
         """Each step stores a full copy of the state; keep only the latest once the turn is done.
 
@@ -505,7 +620,7 @@ class RunWorker:
 
     async def _stream(
         self, graph: Any, graph_input: Any, config: RunnableConfig, context: AgentContext
-    ) -> AsyncIterator[tuple[str, Any]]:
+    ) -> AsyncGenerator[tuple[str, Any], None]:
         async for item in graph.astream(
             graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
         ):
@@ -663,6 +778,9 @@ class RunWorker:
             )
 
     async def _finish_cancelled_or_lost(self, claimed: ClaimedRun) -> None:
+        if self._stopping:  # stopped by drain/stop, not by a cancel or a lost lease
+            await self._release(claimed)
+            return
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             run = await runs.lock(claimed.run_id)
@@ -670,21 +788,26 @@ class RunWorker:
                 return
             if run.lease_holder != self.holder and not run.cancel_requested:
                 return
-            error = CANCELLED if run.cancel_requested else WORKER_STOPPED
-            await runs.set_fields(
-                claimed.run_id,
-                status=RunStatus.CANCELLED if run.cancel_requested else RunStatus.FAILED,
-                error=error.message,
-                error_code=error.code,
-                finished_at=func.now(),
-            )
-            await RunEventRepository(session).append(
-                claimed.run_id,
-                "status",
-                {
-                    "status": "cancelled" if run.cancel_requested else "failed",
-                    "error": error.message,
-                    "error_code": error.code,
-                    "final": True,
-                },
-            )
+            await _end_stopped(session, claimed.run_id, cancelled=run.cancel_requested)
+
+
+async def _end_stopped(session: AsyncSession, run_id: uuid.UUID, *, cancelled: bool) -> None:
+    """``cancelled`` by request, else ``failed``: the worker lost the run without a handoff."""
+    error = CANCELLED if cancelled else WORKER_STOPPED
+    await RunRepository(session).set_fields(
+        run_id,
+        status=RunStatus.CANCELLED if cancelled else RunStatus.FAILED,
+        error=error.message,
+        error_code=error.code,
+        finished_at=func.now(),
+    )
+    await RunEventRepository(session).append(
+        run_id,
+        "status",
+        {
+            "status": "cancelled" if cancelled else "failed",
+            "error": error.message,
+            "error_code": error.code,
+            "final": True,
+        },
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -94,8 +96,11 @@ BIG = {
 }
 
 
-async def test_manual_compress_shrinks_view_and_keeps_full_history(app_factory: AppFactory) -> None:
-    async with app_factory(**BIG) as h:
+async def test_manual_compress_shrinks_view_and_keeps_full_history(
+    app_factory: AppFactory, workdir_settings: dict[str, Any]
+) -> None:
+    """On both Workdir backends (local folder, S3)."""
+    async with app_factory(**BIG, **workdir_settings) as h:
         await seed_kb(h)
         tid = await new_thread(h)
         await run_turns(h, tid, ["how does a lease expire?", "what renews the lease heartbeat?"])
@@ -127,6 +132,10 @@ async def test_manual_compress_shrinks_view_and_keeps_full_history(app_factory: 
             f = await h.client.get(f"/v1/threads/{tid}/workdir/{path}", headers=AUTH)
             assert f.status_code == 200
             assert f.headers["x-content-sha256"] == m["offload"]["sha256"]
+            assert f.headers["etag"] == f'"sha256-{m["offload"]["sha256"]}"'
+            assert hashlib.sha256(f.content).hexdigest() == m["offload"]["sha256"]
+            digest = base64.b64encode(hashlib.sha256(f.content).digest()).decode()
+            assert f.headers["digest"] == f"sha-256={digest}"
             assert m["offload"]["sha256"] in m["content"]
             original = next(
                 x
@@ -306,19 +315,21 @@ async def test_automatic_compression_in_a_run_offloads_and_keeps_full_tool_outpu
                 assert payload["count"] == len(items)
 
 
-async def test_delete_thread_removes_checkpoints_and_workdir_files(app_factory: AppFactory) -> None:
-    async with app_factory(**BIG) as h:
+async def test_delete_thread_removes_checkpoints_and_workdir_files(
+    app_factory: AppFactory, workdir_settings: dict[str, Any]
+) -> None:
+    async with app_factory(**BIG, **workdir_settings) as h:
         await seed_kb(h)
         tid = await new_thread(h)
         await run_turns(h, tid, ["lease expiry?", "heartbeat?"])
         assert (
             await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
         ).status_code == 200
-        thread_dir = h.container.workdir.thread_dir(tid)
-        assert any(thread_dir.rglob("*.txt"))
+        workdir = h.container.workdir
+        assert any(p.endswith(".txt") for p in await workdir.list_files(tid))
         cfg = {"configurable": {"thread_id": tid}}
         assert (await h.container.agent.graph.aget_state(cfg)).values["messages"]
         assert (await h.client.delete(f"/v1/threads/{tid}", headers=AUTH)).status_code == 204
-        assert not thread_dir.exists()
+        assert await workdir.list_files(tid) == []
         assert not (await h.container.agent.graph.aget_state(cfg)).values
         assert (await h.client.get(f"/v1/threads/{tid}/messages", headers=AUTH)).status_code == 404

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from app.agents.workdir import LocalStore
 from tests.conftest import API_KEY, AUTH, OTHER_AUTH, OTHER_KEY, AppFactory, AppHarness
 from tests.integration.test_agent_runtime import add_doc, new_thread
 from tests.support.live_server import serve_in_loop
@@ -146,16 +147,18 @@ async def workdir_fixture(
         tid = await new_thread(h)
         bob_tid = (await h.client.post("/v1/threads", json={}, headers=OTHER_AUTH)).json()["id"]
         wd = h.container.workdir
-        wd.write_tool_result(tid, "call_a", "ALICE-FILE-A full text")
-        wd.write_tool_result(bob_tid, "call_b", "BOB-FILE-B full text")
-        (wd.root / "secret.txt").write_text("ROOT-LEVEL-SECRET")
+        await wd.write_tool_result(tid, "call_a", "ALICE-FILE-A full text")
+        await wd.write_tool_result(bob_tid, "call_b", "BOB-FILE-B full text")
+        store = wd.store
+        assert isinstance(store, LocalStore)
+        (store.root / "secret.txt").write_text("ROOT-LEVEL-SECRET")
         outside = tmp_path / "outside.txt"
         outside.write_text("OUTSIDE-SECRET")
-        thread_dir = wd.thread_dir(tid)
+        thread_dir = store.thread_dir(tid)
         # Symlinks planted inside Alice's own folder that point out of it.
         (thread_dir / "tool-results" / "link.txt").symlink_to(outside)
-        (thread_dir / "tool-results" / "root-link.txt").symlink_to(wd.root / "secret.txt")
-        (thread_dir / "escape").symlink_to(wd.thread_dir(bob_tid), target_is_directory=True)
+        (thread_dir / "tool-results" / "root-link.txt").symlink_to(store.root / "secret.txt")
+        (thread_dir / "escape").symlink_to(store.thread_dir(bob_tid), target_is_directory=True)
         (thread_dir / "etc").symlink_to("/etc", target_is_directory=True)
         yield h, tid, bob_tid
 
@@ -212,7 +215,7 @@ async def test_workdir_reads_are_confined_to_the_threads_folder(
             "/etc/passwd",
             "%2fetc%2fpasswd",
             "%2f" + str(tmp_path).lstrip("/") + "/outside.txt",
-            str(h.container.workdir.root / "secret.txt"),
+            str(h.container.settings.workdir_path / "secret.txt"),
         ]:
             assert_refused(await h.client.get(f"{base}/{attempt}", headers=AUTH), attempt)
         # A relative path that stays inside but names nothing is simply not found.

@@ -157,7 +157,7 @@ async def test_read_workdir_file_pages_and_refuses_escapes(clean_db: str, tmp_pa
         wd = Workdir(tmp_path / "wd")
         (tmp_path / "wd").mkdir()
         text = "".join(f"line {i}\n" for i in range(3000))
-        record = wd.write_tool_result("thread-1", "call_1", text)
+        record = await wd.write_tool_result("thread-1", "call_1", text)
         tools = {
             t.name: t
             for t in build_tools(
@@ -276,7 +276,7 @@ async def test_search_workdir_hits_lead_read_workdir_file_to_the_passage(
         (tmp_path / "wd").mkdir()
         filler = "".join(f"log line {i}: heartbeat ok\n" for i in range(2000))
         text = filler + "ERROR disk quota exceeded on replica-7\n" + filler
-        wd.write_tool_result(
+        await wd.write_tool_result(
             "thread-1", "call_1", text, index=index_fields("run_shell", {"cmd": "tail"}, text)
         )
         tools = {

@@ -19,6 +19,7 @@ SEARCH_KEY = "tvly-abcdef123456"
 DB_PASSWORD = "pg-pass-4242"
 OPENAI_STYLE = "sk-proj-AbCdEf0123456789"
 BEARER = "opaque.token.value"
+S3_SECRET = "s3-SECRET-4e1b"
 
 
 @pytest.fixture
@@ -28,13 +29,14 @@ def settings_secrets() -> list[str]:
         api_keys=f"alice:{CLIENT_KEY}",
         llm_api_key=PROVIDER_KEY,
         web_search_api_key=SEARCH_KEY,
+        s3_secret_access_key=S3_SECRET,
         database_url=f"postgresql://app:{DB_PASSWORD}@db.internal:5432/tk",
     )
     return secrets_of(settings)
 
 
 def test_configured_secrets_come_from_every_setting(settings_secrets: list[str]) -> None:
-    assert {CLIENT_KEY, PROVIDER_KEY, SEARCH_KEY, DB_PASSWORD} <= set(settings_secrets)
+    assert {CLIENT_KEY, PROVIDER_KEY, SEARCH_KEY, DB_PASSWORD, S3_SECRET} <= set(settings_secrets)
 
 
 def test_structlog_events_are_masked_everywhere(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -29,7 +30,7 @@ BUDGET = 2400
 
 
 def record_for(tmp_path: Path, text: str, call_id: str = "call_1") -> OffloadRecord:
-    return Workdir(tmp_path).write_tool_result("thread", call_id, text)
+    return asyncio.run(Workdir(tmp_path).write_tool_result("thread", call_id, text))
 
 
 def query_kb_payload(n: int = 50, words: int = 120) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def test_header_names_file_size_digest_and_reader(tmp_path: Path) -> None:
     header = preview_header(record)
     assert "tool-results/call_1.txt" in header
     assert f"{record.chars} chars" in header and f"{record.bytes} bytes" in header
-    assert hashlib.sha256(record.abspath.read_bytes()).hexdigest() in header
+    assert hashlib.sha256((tmp_path / record.key).read_bytes()).hexdigest() in header
     assert 'read_workdir_file(path="tool-results/call_1.txt", offset=0, limit=5000)' in header
 
 
@@ -243,7 +244,7 @@ def kb_hits(n: int = 8) -> str:
     return json.dumps(kb_payload("when does a lease expire", hits))
 
 
-def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Path) -> None:
+async def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Path) -> None:
     """At the defaults every result's share of the budget fell under the 60-char minimum, so
     the preview kept every id but no text at all."""
     settings = Settings()
@@ -254,7 +255,7 @@ def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Path) -> 
         AIMessage(content="", tool_calls=[call], id="a1"),
         ToolMessage(content=text, tool_call_id="call_kb", name="query_kb", id="t1"),
     ]
-    view, offloaded = deterministic_pass(
+    view, offloaded = await deterministic_pass(
         history,
         thread_id="thread",
         workdir=Workdir(tmp_path),

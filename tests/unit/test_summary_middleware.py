@@ -390,7 +390,7 @@ async def test_workdir_failure_leaves_message_unchanged(tmp_path: Path, failure:
         root = Path("/proc")  # refuses new entries even to root
     messages = thread(1, kb_payload("topic 0", n=30))
     failures: list[str] = []
-    view, offloaded = deterministic_pass(
+    view, offloaded = await deterministic_pass(
         messages,
         thread_id="t",
         workdir=Workdir(root),
@@ -448,17 +448,17 @@ async def test_no_workdir_or_thread_skips_offload(tmp_path: Path) -> None:
     assert outcome.offloaded == [] and summarizer.calls == 1
 
 
-def test_pass_skips_recovery_tool_and_already_offloaded(tmp_path: Path) -> None:
+async def test_pass_skips_recovery_tool_and_already_offloaded(tmp_path: Path) -> None:
     workdir = Workdir(tmp_path)
     messages = thread(2, lambda i: kb_payload(f"topic {i}", n=30))
     messages += turn(9, "file text " * 2000, tool_name="read_workdir_file")
-    view, offloaded = deterministic_pass(
+    view, offloaded = await deterministic_pass(
         messages, thread_id="t", workdir=workdir, counter=COUNTER, preview_tokens=300
     )
     assert [r.tool_call_id for r in offloaded] == ["call_0", "call_1"]
     recovery = next(m for m in view if m.id == "t9")
     assert recovery is messages[-2]
-    again, offloaded_again = deterministic_pass(
+    again, offloaded_again = await deterministic_pass(
         view, thread_id="t", workdir=workdir, counter=COUNTER, preview_tokens=300
     )
     assert offloaded_again == []
@@ -703,7 +703,7 @@ async def test_summary_names_the_index_of_every_original_with_no_cap(tmp_path: P
     summary = first.messages[0]
     assert is_summary_message(summary)
     assert INDEX_PATH in summary.text and "search_workdir" in summary.text
-    index = Workdir(tmp_path).read_index("t")
+    index = await Workdir(tmp_path).read_index("t")
     indexed = {e["tool_call_id"] for e in index}
     kept_calls = {m.tool_call_id for m in first.messages if isinstance(m, ToolMessage)}
     summarized_calls = {f"call_{i}" for i in range(40)} - kept_calls
@@ -782,7 +782,7 @@ async def test_once_compacted_new_results_arrive_as_previews_below_the_threshold
 ) -> None:
     summarizer = CountingSummarizer()
     comp = compressor(tmp_path, summarizer, threshold=20_000)
-    compacted, _ = deterministic_pass(
+    compacted, _ = await deterministic_pass(
         thread(2, lambda i: kb_payload(f"topic {i}", n=10)),
         thread_id="t",
         workdir=Workdir(tmp_path),

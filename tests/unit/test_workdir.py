@@ -1,140 +1,217 @@
-"""Workdir: atomic, verifiable offload files confined to the thread folder."""
+"""Workdir: atomic, verifiable offload files confined to the thread folder, on both backends.
+
+Every behaviour that is not specific to a file system runs on the local folder AND on S3 (a real
+S3 HTTP server on loopback, see ``tests/support/s3_server.py``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.agents.workdir import (
+    CHUNK_BYTES,
     Workdir,
     WorkdirError,
+    WorkdirIntegrityError,
     WorkdirNotFoundError,
     WorkdirPathError,
+    open_workdir,
     safe_name,
 )
+from app.agents.workdir_s3 import S3Store
+from tests.conftest import make_settings
+from tests.support.s3_server import S3Server
+from tests.support.workdir_tamper import bucket_of, tamper
 
 TEXT = "Zürich 東京 results\n" * 500
 
 
-def test_write_then_read_round_trip(tmp_path: Path) -> None:
-    workdir = Workdir(tmp_path)
-    record = workdir.write_tool_result("thread-1", "call_abc", TEXT)
+@pytest.fixture
+def workdir(workdir_settings: dict[str, Any], tmp_path: Path) -> Workdir:
+    return open_workdir(make_settings("", tmp_path / "workdir", **workdir_settings))
+
+
+async def test_write_then_read_round_trip(workdir: Workdir) -> None:
+    record = await workdir.write_tool_result("thread-1", "call_abc", TEXT)
     data = TEXT.encode("utf-8")
     assert record.path == "tool-results/call_abc.txt"
-    assert record.abspath == tmp_path / "thread-1" / "tool-results" / "call_abc.txt"
+    assert record.key == "thread-1/tool-results/call_abc.txt"
     assert record.sha256 == hashlib.sha256(data).hexdigest()
     assert record.chars == len(TEXT)
     assert record.bytes == len(data)
-    assert record.abspath.read_bytes() == data
-    text, total, sha = workdir.read_text("thread-1", record.path, offset=10, limit=25)
+    text, total, sha = await workdir.read_text("thread-1", record.path, offset=10, limit=25)
     assert text == TEXT[10:35]
     assert total == len(TEXT)
     assert sha == record.sha256
-    full, _, _ = workdir.read_text("thread-1", record.path)
+    full, _, _ = await workdir.read_text("thread-1", record.path)
     assert full == TEXT
-    # no temp files left behind
-    assert sorted(p.name for p in record.abspath.parent.iterdir()) == ["call_abc.txt"]
+    # No temp files or hash sidecars are visible as files of the thread.
+    assert await workdir.list_files("thread-1") == ["tool-results/call_abc.txt"]
 
 
-def test_reused_tool_call_id_never_replaces_an_original(tmp_path: Path) -> None:
+async def test_stream_reports_stored_hash_first_then_verified_chunks(workdir: Workdir) -> None:
+    big = "0123456789abcdef" * (CHUNK_BYTES // 4)  # four chunks' worth
+    record = await workdir.write_tool_result("t", "big", big)
+    stream = await workdir.open("t", record.path)
+    assert (stream.sha256, stream.size) == (record.sha256, len(big))
+    chunks = [chunk async for chunk in stream]
+    assert len(chunks) > 1
+    assert b"".join(chunks) == big.encode()
+
+
+async def test_reused_tool_call_id_never_replaces_an_original(workdir: Workdir) -> None:
     """Some providers reuse ids like call_0: the first file must keep matching its preview."""
-    workdir = Workdir(tmp_path)
-    first = workdir.write_tool_result("t", "c1", "first")
-    second = workdir.write_tool_result("t", "c1", "second version")
+    first = await workdir.write_tool_result("t", "c1", "first")
+    second = await workdir.write_tool_result("t", "c1", "second version")
     assert first.path == "tool-results/c1.txt" and second.path != first.path
-    assert workdir.read_text("t", first.path) == ("first", 5, first.sha256)
-    assert workdir.read_text("t", second.path)[0] == "second version"
-    assert workdir.read_text("t", second.path)[2] == second.sha256
+    assert await workdir.read_text("t", first.path) == ("first", 5, first.sha256)
+    assert (await workdir.read_text("t", second.path))[0] == "second version"
+    assert (await workdir.read_text("t", second.path))[2] == second.sha256
     # Writing the same content again is idempotent: same record, no new file.
-    again = workdir.write_tool_result("t", "c1", "second version")
+    again = await workdir.write_tool_result("t", "c1", "second version")
     assert again.path == second.path and again.sha256 == second.sha256
-    assert len(list(first.abspath.parent.iterdir())) == 2
+    assert len(await workdir.list_files("t")) == 2
 
 
-def test_overlong_paths_are_refused(tmp_path: Path) -> None:
-    workdir = Workdir(tmp_path)
-    workdir.write_tool_result("t", "c", "text")
+async def test_corrupted_object_is_refused_not_served(
+    workdir: Workdir, workdir_settings: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    """The SHA-256 is stored with the object and checked on read: altered bytes are an error."""
+    record = await workdir.write_tool_result("t", "c", "the original text")
+    s3 = request.getfixturevalue("s3_server") if workdir_settings else None
+    tamper(workdir, record, s3, bucket_of(workdir_settings))
+    with pytest.raises(WorkdirIntegrityError):
+        await workdir.read_text("t", record.path)
+
+
+async def test_s3_object_carries_its_sha256(s3_server: S3Server, tmp_path: Path) -> None:
+    bucket = s3_server.new_bucket()
+    workdir = open_workdir(make_settings("", tmp_path, **s3_server.settings(bucket, "p/q")))
+    assert isinstance(workdir.store, S3Store)
+    record = await workdir.write_tool_result("thread", "call", TEXT)
+    head = s3_server.client().head_object(Bucket=bucket, Key=f"p/q/{record.key}")
+    assert head["Metadata"]["sha256"] == record.sha256
+    assert head["ContentLength"] == record.bytes
+
+
+async def test_overlong_paths_are_refused(workdir: Workdir) -> None:
+    await workdir.write_tool_result("t", "c", "text")
     for bad in ("a" * 5000, "tool-results/" + "b" * 300):
         with pytest.raises(WorkdirPathError):
-            workdir.read_text("t", bad)
+            await workdir.read_text("t", bad)
 
 
 @pytest.mark.parametrize("raw", ["../../etc/passwd", "call/with/slash", "..", ".hidden", "é"])
-def test_unsafe_tool_call_ids_are_hashed(tmp_path: Path, raw: str) -> None:
-    workdir = Workdir(tmp_path)
-    record = workdir.write_tool_result("t", raw, "x")
-    assert record.abspath.parent == tmp_path / "t" / "tool-results"
+async def test_unsafe_tool_call_ids_are_hashed(workdir: Workdir, raw: str) -> None:
+    record = await workdir.write_tool_result("t", raw, "x")
     assert record.path == f"tool-results/{safe_name(raw)}.txt"
     assert safe_name(raw).startswith("h-")
+    assert await workdir.list_files("t") == [record.path]
 
 
-def test_missing_root_is_an_error_and_not_created(tmp_path: Path) -> None:
-    root = tmp_path / "missing"
+async def test_missing_root_or_bucket_is_an_error_and_not_created(
+    workdir_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    if workdir_settings:
+        missing = {**workdir_settings, "workdir_url": "s3://no-such-bucket-here/p"}
+        workdir = open_workdir(make_settings("", tmp_path, **missing))
+    else:
+        workdir = Workdir(tmp_path / "missing")
     with pytest.raises(WorkdirError):
-        Workdir(root).write_tool_result("t", "c", "text")
-    assert not root.exists()
-
-
-def test_root_that_is_a_file_is_an_error(tmp_path: Path) -> None:
-    root = tmp_path / "file"
-    root.write_text("not a directory")
+        await workdir.check()
     with pytest.raises(WorkdirError):
-        Workdir(root).write_tool_result("t", "c", "text")
+        await workdir.write_tool_result("t", "c", "text")
+    assert not (tmp_path / "missing").exists()
 
 
-def test_target_that_is_a_directory_fails_cleanly(tmp_path: Path) -> None:
-    target = tmp_path / "t" / "tool-results" / "c.txt"
-    target.mkdir(parents=True)
-    with pytest.raises(WorkdirError):
-        Workdir(tmp_path).write_tool_result("t", "c", "text")
-    assert [p.name for p in target.parent.iterdir()] == ["c.txt"]  # temp file removed
-
-
-def test_read_only_root_is_an_error() -> None:
-    """/proc refuses new entries even to root: a read-only file system we can rely on here."""
-    with pytest.raises(WorkdirError):
-        Workdir("/proc").write_tool_result("t", "c", "text")
+async def test_delete_thread_removes_only_that_thread(workdir: Workdir) -> None:
+    await workdir.write_tool_result("a", "c1", "one")
+    await workdir.write_tool_result("a", "c2", "two")
+    kept = await workdir.write_tool_result("b", "c1", "other thread")
+    await workdir.delete_thread("a")
+    assert await workdir.list_files("a") == []
+    with pytest.raises(WorkdirNotFoundError):
+        await workdir.read_text("a", "tool-results/c1.txt")
+    assert (await workdir.read_text("b", kept.path))[0] == "other thread"
 
 
 @pytest.mark.parametrize(
-    "bad", ["/etc/passwd", "../other/tool-results/c.txt", "tool-results/../../x", "", "C:\\x"]
+    "bad",
+    [
+        "/etc/passwd",
+        "../other/tool-results/c.txt",
+        "tool-results/../../x",
+        "",
+        "C:\\x",
+        "tool-results/.c.txt.sha256",
+    ],
 )
-def test_paths_leaving_the_thread_folder_are_refused(tmp_path: Path, bad: str) -> None:
-    workdir = Workdir(tmp_path)
-    workdir.write_tool_result("t", "c", "text")
+async def test_paths_leaving_the_thread_folder_are_refused(workdir: Workdir, bad: str) -> None:
+    await workdir.write_tool_result("t", "c", "text")
     with pytest.raises(WorkdirPathError):
-        workdir.read_text("t", bad)
+        await workdir.read_text("t", bad)
     assert issubclass(WorkdirPathError, ValueError)
 
 
-def test_escaping_symlink_is_refused_inner_symlink_allowed(tmp_path: Path) -> None:
+async def test_missing_file(workdir: Workdir) -> None:
+    with pytest.raises(WorkdirNotFoundError) as info:
+        await workdir.read_text("t", "tool-results/none.txt")
+    assert isinstance(info.value, FileNotFoundError)
+    assert isinstance(info.value, WorkdirError)
+    record = await workdir.write_tool_result("t", "c", "x")
+    with pytest.raises(WorkdirPathError):
+        await workdir.read_text("t", record.path, offset=-1)
+
+
+# --- local folder only: file-system specifics ----------------------------------------------------
+async def test_root_that_is_a_file_is_an_error(tmp_path: Path) -> None:
+    root = tmp_path / "file"
+    root.write_text("not a directory")
+    with pytest.raises(WorkdirError):
+        await Workdir(root).write_tool_result("t", "c", "text")
+
+
+async def test_target_that_is_a_directory_fails_cleanly(tmp_path: Path) -> None:
+    target = tmp_path / "t" / "tool-results" / "c.txt"
+    target.mkdir(parents=True)
+    with pytest.raises(WorkdirError):
+        await Workdir(tmp_path).write_tool_result("t", "c", "text")
+    assert [p.name for p in target.parent.iterdir()] == ["c.txt"]  # temp and hash files removed
+
+
+async def test_read_only_root_is_an_error() -> None:
+    """/proc refuses new entries even to root: a read-only file system we can rely on here."""
+    with pytest.raises(WorkdirError):
+        await Workdir("/proc").write_tool_result("t", "c", "text")
+
+
+async def test_local_file_written_without_a_hash_is_hashed_on_read(tmp_path: Path) -> None:
+    """Files from before hashes were stored beside them stay readable, with their real hash."""
+    (tmp_path / "t" / "tool-results").mkdir(parents=True)
+    (tmp_path / "t" / "tool-results" / "old.txt").write_text("legacy")
+    stream = await Workdir(tmp_path).open("t", "tool-results/old.txt")
+    assert stream.sha256 == hashlib.sha256(b"legacy").hexdigest()
+    assert await stream.read() == b"legacy"
+
+
+async def test_escaping_symlink_is_refused_inner_symlink_allowed(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     outside = tmp_path / "secret.txt"
     outside.write_text("secret")
     workdir = Workdir(root)
-    record = workdir.write_tool_result("t", "c", "inside text")
+    record = await workdir.write_tool_result("t", "c", "inside text")
     (root / "t" / "escape.txt").symlink_to(outside)
     with pytest.raises(WorkdirPathError):
-        workdir.read_text("t", "escape.txt")
-    (root / "t" / "alias.txt").symlink_to(record.abspath)
-    assert workdir.read_text("t", "alias.txt")[0] == "inside text"
+        await workdir.read_text("t", "escape.txt")
+    (root / "t" / "alias.txt").symlink_to(root / "t" / record.path)
+    assert (await workdir.read_text("t", "alias.txt"))[0] == "inside text"
     # another thread's folder is outside this thread's folder
-    workdir.write_tool_result("other", "c", "other thread")
+    await workdir.write_tool_result("other", "c", "other thread")
     (root / "t" / "peek").symlink_to(root / "other")
     with pytest.raises(WorkdirPathError):
-        workdir.read_text("t", "peek/tool-results/c.txt")
-
-
-def test_missing_file_and_resolve(tmp_path: Path) -> None:
-    workdir = Workdir(tmp_path)
-    with pytest.raises(WorkdirNotFoundError) as info:
-        workdir.read_text("t", "tool-results/none.txt")
-    assert isinstance(info.value, FileNotFoundError)
-    assert isinstance(info.value, WorkdirError)
-    record = workdir.write_tool_result("t", "c", "x")
-    assert workdir.resolve("t", "tool-results/c.txt") == record.abspath.resolve()
-    with pytest.raises(WorkdirPathError):
-        workdir.read_text("t", record.path, offset=-1)
+        await workdir.read_text("t", "peek/tool-results/c.txt")

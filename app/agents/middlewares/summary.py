@@ -63,6 +63,7 @@ from app.agents.workdir import (
     Workdir,
     WorkdirError,
     WorkdirPathError,
+    open_workdir,
 )
 
 if TYPE_CHECKING:
@@ -268,7 +269,7 @@ def _plain_text(message: ToolMessage) -> str | None:
 
 
 # --- step 2: deterministic pass -----------------------------------------------------------------
-def deterministic_pass(
+async def deterministic_pass(
     messages: Sequence[BaseMessage],
     *,
     thread_id: str,
@@ -309,7 +310,7 @@ def deterministic_pass(
         text = _plain_text(message)
         if text is None:
             continue
-        record = _store(workdir, thread_id, message, tool_name, args, text, failures)
+        record = await _store(workdir, thread_id, message, tool_name, args, text, failures)
         if record is None:
             continue
         preview = build_preview(tool_name, text, record, budget_chars)
@@ -340,7 +341,7 @@ def deterministic_pass(
     return view, offloaded
 
 
-def _store(
+async def _store(
     workdir: Workdir,
     thread_id: str,
     message: ToolMessage,
@@ -352,7 +353,7 @@ def _store(
     """Write one original and its index entry; None (logged, reason appended to ``failures``)
     when the Workdir refuses."""
     try:
-        return workdir.write_tool_result(
+        return await workdir.write_tool_result(
             thread_id,
             message.tool_call_id,
             text,
@@ -370,7 +371,7 @@ def _store(
         return None
 
 
-def keep_originals(
+async def keep_originals(
     messages: Sequence[BaseMessage],
     *,
     thread_id: str,
@@ -388,9 +389,9 @@ def keep_originals(
         text = _plain_text(message)
         if tool_name in protected_tools or text is None:
             continue
-        _store(workdir, thread_id, message, tool_name, args, text)
+        await _store(workdir, thread_id, message, tool_name, args, text)
     try:
-        return len(workdir.read_index(thread_id))
+        return len(await workdir.read_index(thread_id))
     except (WorkdirError, WorkdirPathError):
         return 0
 
@@ -562,10 +563,10 @@ class ContextCompressor:
         workdir: Workdir | None = None,
         counter: TokenCounter | None = None,
     ) -> ContextCompressor:
-        """Build from the app settings (workdir defaults to ``settings.workdir_path``)."""
+        """Build from the app settings (workdir defaults to the configured one)."""
         return cls(
             summarizer=summarizer,
-            workdir=workdir if workdir is not None else Workdir(settings.workdir_path),
+            workdir=workdir if workdir is not None else open_workdir(settings),
             counter=counter,
             summary_threshold=settings.summary_threshold,
             tool_result_preview_tokens=settings.tool_result_preview_tokens,
@@ -585,8 +586,7 @@ class ContextCompressor:
         failures: list[str] | None = None,
     ) -> tuple[list[BaseMessage], list[OffloadRecord]]:
         assert self.workdir is not None
-        return await asyncio.to_thread(
-            deterministic_pass,
+        return await deterministic_pass(
             messages,
             thread_id=thread_id,
             workdir=self.workdir,
@@ -736,8 +736,7 @@ class ContextCompressor:
         to_summarize = view[head:cut]
         indexed = 0
         if self.workdir is not None and thread_id:
-            indexed = await asyncio.to_thread(
-                keep_originals,
+            indexed = await keep_originals(
                 to_summarize,
                 thread_id=thread_id,
                 workdir=self.workdir,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import uuid
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import errors
@@ -103,15 +104,18 @@ class ContextController(Controller):
         path: str,
         principal: NamedDependency[str],
         workdir_file_service: NamedDependency[WorkdirFileService],
-    ) -> Response[str]:
-        f = await workdir_file_service.read(thread_id, principal, path.lstrip("/"))
+    ) -> Stream:
+        f = await workdir_file_service.open(thread_id, principal, path.lstrip("/"))
         digest_b64 = base64.b64encode(bytes.fromhex(f.sha256)).decode()
-        return Response(
-            f.text,
-            media_type="text/plain; charset=utf-8",
+        # Streamed (any backend, any size); the hash is the one stored with the object, and a
+        # body that does not match it is cut short rather than completed.
+        return Stream(
+            f,
+            media_type="text/plain",  # litestar adds "; charset=utf-8"
             headers={
                 "ETag": f'"sha256-{f.sha256}"',
                 "Digest": f"sha-256={digest_b64}",
                 "X-Content-SHA256": f.sha256,
+                "Content-Length": str(f.size),
             },
         )

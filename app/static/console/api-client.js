@@ -228,7 +228,7 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {Object} HealthOut
- * @property {("ok" | "ready" | "starting" | "unavailable")} status
+ * @property {("ok" | "ready" | "starting" | "unavailable" | "migrating")} status
  * @property {string} [detail] default ""
  */
 

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.repositories.conversations import ConversationRepository
-from app.repositories.messages import MessageRepository, NewMessage
-from app.repositories.runs import RunRequestRepository
+from app.repositories.intake import IntakeRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,23 +31,10 @@ class IntakeService:
 
     async def post_message(self, thread_id: uuid.UUID, owner_id: str, content: str) -> Accepted:
         """Lock the thread row (the lock compress holds too), then message + request in one commit."""
-        lc_id = f"user-{uuid.uuid4()}"
-        request_id = uuid.uuid4()
         async with self.sessions() as session, session.begin():
-            await ConversationRepository(session).lock(
-                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
-            )
-            [message] = await MessageRepository(session).append(
-                thread_id,
-                [NewMessage(role="user", content=content, lc_id=lc_id, request_id=request_id)],
-            )
-            seq = await ConversationRepository(session).allocate_request_seq(thread_id)
-            request = await RunRequestRepository(session).enqueue(
-                thread_id,
-                seq,
-                {"content": content, "message_id": str(message.id), "lc_id": lc_id},
-                request_id=request_id,
+            row = await IntakeRepository(session).accept_user_message(
+                thread_id, owner_id, content, lock_timeout_ms=self.lock_timeout_ms
             )
         if self.on_enqueued is not None:
             self.on_enqueued()
-        return Accepted(request_id=request.id, message_id=message.id, seq=message.seq)
+        return Accepted(request_id=row.request_id, message_id=row.message_id, seq=row.seq)

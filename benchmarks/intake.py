@@ -567,7 +567,8 @@ async def sql_per_post(
 
 
 # --- audit -------------------------------------------------------------------------------------------
-def audit(database_url: str, accepted: list[Accepted]) -> list[str]:
+def audit(database_url: str, threads: list[str], accepted: list[Accepted]) -> list[str]:
+    """Over the load phases' threads: every 202 stored once and intact, nothing else stored."""
     import psycopg
 
     from app.db.urls import libpq_url
@@ -577,13 +578,17 @@ def audit(database_url: str, accepted: list[Accepted]) -> list[str]:
         users = {
             str(r[0]): (str(r[1]), r[2], str(r[3]))
             for r in conn.execute(
-                "SELECT id, conversation_id, content, request_id FROM messages WHERE role = 'user'"
+                "SELECT id, conversation_id, content, request_id FROM messages "
+                "WHERE role = 'user' AND conversation_id = ANY(%s::uuid[])",
+                (threads,),
             ).fetchall()
         }
         requests = {
             str(r[0]): (str(r[1]), r[2])
             for r in conn.execute(
-                "SELECT id, conversation_id, payload FROM agent_run_requests"
+                "SELECT id, conversation_id, payload FROM agent_run_requests "
+                "WHERE conversation_id = ANY(%s::uuid[])",
+                (threads,),
             ).fetchall()
         }
         dup = conn.execute(
@@ -649,7 +654,7 @@ async def run(args: argparse.Namespace, service_db: str, floor_db: str, workdir:
         results["service"], compress, accepted = await load_phases(
             base, threads, args, "svc", compress=True
         )
-        problems += [f"service: {p}" for p in audit(service_db, accepted)]
+        problems += [f"service: {p}" for p in audit(service_db, threads, accepted)]
         service_accepted = len(accepted)
     with app_server("floor", {"DATABASE_URL": floor_db}, logs) as base:
         await wait_http_ready(base, "/", time.monotonic() + READY_SECONDS)
@@ -657,7 +662,7 @@ async def run(args: argparse.Namespace, service_db: str, floor_db: str, workdir:
         results["floor"], _, floor_accepted = await load_phases(
             base, threads, args, "floor", compress=False
         )
-        problems += [f"floor: {p}" for p in audit(floor_db, floor_accepted)]
+        problems += [f"floor: {p}" for p in audit(floor_db, threads, floor_accepted)]
 
     report(args, results, compress, idle, sql, problems, service_accepted, len(floor_accepted))
     return 0 if not problems else 1

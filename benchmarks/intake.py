@@ -638,18 +638,16 @@ async def run(args: argparse.Namespace, service_db: str, floor_db: str, workdir:
     results: dict[str, list[Phase]] = {}
     problems: list[str] = []
 
-    # 1. idle worker: accepted -> started
-    with app_server("service", service_env(service_db, workdir), logs) as base:
-        await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-        idle = await idle_turn_latency(base, service_db, args.idle_samples)
-    # 2. SQL per PostMessage
+    # 1. SQL per PostMessage (worker off, through the counting proxy)
     sql = {
         kind: await sql_per_post(kind, db, workdir, logs, args.sql_samples)
         for kind, db in (("service", service_db), ("floor", floor_db))
     }
-    # 3. load: service (worker on, compressors racing), then floor
     with app_server("service", service_env(service_db, workdir), logs) as base:
         await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
+        # 2. idle worker: accepted -> started
+        idle = await idle_turn_latency(base, service_db, args.idle_samples)
+        # 3. load: service (worker on, compressors racing), then floor
         threads = await create_threads(base, args.threads)
         results["service"], compress, accepted = await load_phases(
             base, threads, args, "svc", compress=True
@@ -697,6 +695,14 @@ def report(
             f"{flo.rate():>10.1f}{flo.p(0.5):>9.1f}{flo.p(0.99):>9.1f}{ratio:>11.2f}  "
             f"{codes}{errors}"
         )
+    top = max(args.concurrency)
+    for svc, flo in zip(results["service"], results["floor"], strict=True):
+        if svc.name == f"closed c={top}":
+            print(
+                f"target: >= 300 PostMessage/s at c={top} with compress racing -> "
+                f"{svc.rate():.1f}/s; within 2x of the floor -> floor/service "
+                f"{flo.rate() / svc.rate() if svc.rate() else float('inf'):.2f}x"
+            )
     if compress is not None and compress.latencies:
         codes = " ".join(f"{c}:{n}" for c, n in sorted(compress.statuses.items()))
         print(

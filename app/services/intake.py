@@ -31,7 +31,10 @@ class IntakeService:
 
     async def post_message(self, thread_id: uuid.UUID, owner_id: str, content: str) -> Accepted:
         """Lock the thread row (the lock compress holds too), then message + request in one commit."""
-        async with self.sessions() as session, session.begin():
+        async with self.sessions() as session:
+            # The write is ONE statement, hence its own transaction: running it in autocommit
+            # saves the BEGIN and COMMIT round trips (the statement commits or fails whole).
+            await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
             row = await IntakeRepository(session).accept_user_message(
                 thread_id, owner_id, content, lock_timeout_ms=self.lock_timeout_ms
             )

@@ -6,21 +6,22 @@ In one run, bounded in time:
 
 1. two fresh, migrated databases on the server named by ``DATABASE_URL`` / ``TEST_DATABASE_URL``
    (default ``postgresql://postgres@127.0.0.1:5432/postgres``), one per app, dropped at the end;
-2. **idle turn latency**: the service (uvicorn child process, production settings: JSON logs at
+2. **SQL per PostMessage**: sequential posts through a counting PostgreSQL wire-protocol proxy
+   (in this process) with the worker off; statements = Execute + simple Query messages, round
+   trips = Sync + simple Query messages the app sent (each waits for the server);
+3. **idle turn latency**: the service (uvicorn child process, production settings: JSON logs at
    INFO, in-process worker, default poll interval, offline extractive model) answers single
    messages on an idle worker; accepted->started is ``agent_runs.started_at`` minus the user
    message's ``created_at`` (both the database clock);
-3. **SQL per PostMessage**: sequential posts through a counting PostgreSQL wire-protocol proxy
-   (in this process) with the worker off; statements = Execute + simple Query messages, round
-   trips = Sync + simple Query messages the app sent (each waits for the server);
 4. **load**: closed loop (C clients posting back to back) and open loop (a fixed arrival rate,
    latency measured from the scheduled send time, at most C in flight) at C = 16 and 64, each
-   for ``--seconds``; against the service while ``--compressors`` clients keep trying
-   CompressContext on the same threads (409 thread_busy is the contract), then against the
-   floor: Litestar + asyncpg doing the same work (lock the conversation row FOR UPDATE, take
-   the sequence numbers, insert the message, insert the request) with nothing else;
+   for ``--seconds``; against the same service (its worker now busy with the backlog) while
+   ``--compressors`` clients keep trying CompressContext on the same threads (409 thread_busy
+   is the contract), then against the floor: Litestar + asyncpg doing the same work (lock the
+   conversation row FOR UPDATE, take the sequence numbers, insert the message, insert the
+   request) with nothing else;
 5. **audit**: every 202 has exactly one user message and one request row with its content, no
-   other user message or request exists (a refused post wrote nothing).
+   other user message or request exists on those threads (a refused post wrote nothing).
 
 Prints requests/s and p50/p99 per phase for both apps and their ratio; exits 0 only if the audit
 passes. Throughput needs a quiet machine; the ratio to the floor measured in the same run is
@@ -457,10 +458,16 @@ class CountingProxy:
     Query ('Q') are statements; Sync ('S') and 'Q' end a round trip. Declines TLS so the
     stream stays readable."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
+    def __init__(self, host: str, port: int) -> None:
+        """``host`` is a name or, for a Unix-socket server, its socket directory."""
+        self.host, self.port = host, port
         self.counts = WireCounts()
         self.server: asyncio.Server | None = None
+
+    async def _open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.host.startswith("/"):
+            return await asyncio.open_unix_connection(f"{self.host}/.s.PGSQL.{self.port}")
+        return await asyncio.open_connection(self.host, self.port)
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -471,7 +478,7 @@ class CountingProxy:
             self.server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        up_reader, up_writer = await self._open_upstream()
         try:
             while True:  # untyped startup packets; refuse SSL / GSS encryption requests
                 length = struct.unpack("!I", await reader.readexactly(4))[0]
@@ -517,8 +524,11 @@ async def counting_proxy(database_url: str) -> AsyncIterator[tuple[CountingProxy
     from sqlalchemy.engine import make_url
 
     url = make_url(database_url)
-    proxy = CountingProxy((url.host or "127.0.0.1", url.port or 5432))
+    socket_dir = url.query.get("host")
+    host = url.host or (socket_dir if isinstance(socket_dir, str) else None) or "127.0.0.1"
+    proxy = CountingProxy(host, url.port or 5432)
     port = await proxy.start()
+    url = url.difference_update_query(["host"])
     try:
         yield proxy, url.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
     finally:
@@ -635,6 +645,17 @@ async def load_phases(
 async def run(args: argparse.Namespace, service_db: str, floor_db: str, workdir: str) -> int:
     logs = Path(workdir) / "server.log"
     print(f"server logs: {logs}", flush=True)
+    try:
+        return await measure(args, service_db, floor_db, workdir, logs)
+    except BaseException:
+        if logs.exists():  # the workdir is removed on exit: show why a server failed
+            print("".join(logs.read_text(errors="replace").splitlines(True)[-40:]), flush=True)
+        raise
+
+
+async def measure(
+    args: argparse.Namespace, service_db: str, floor_db: str, workdir: str, logs: Path
+) -> int:
     results: dict[str, list[Phase]] = {}
     problems: list[str] = []
 

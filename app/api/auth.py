@@ -37,7 +37,9 @@ class ApiKeyAuthority:
         return found
 
 
-async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def api_key_guard(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
     authority: ApiKeyAuthority = connection.app.state.authority
     principal = authority.principal_for(connection.headers.get("authorization"))
     if principal is None:

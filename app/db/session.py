@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import event
@@ -13,6 +12,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.util.concurrency import await_
 
 from app.db.urls import sqlalchemy_url
 
@@ -23,8 +23,6 @@ CHECKPOINTER_APPLICATION_NAME = "threadkeeper-checkpointer"
 LISTENER_APPLICATION_NAME = "threadkeeper-listener"
 #: Connections older than this are replaced (server-side idle kills, failovers behind a proxy).
 POOL_RECYCLE_SECONDS = 1800
-#: A pooled connection idle longer than this is pinged before use; a busier one is not.
-PING_IDLE_SECONDS = 1.0
 
 
 def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.0) -> AsyncEngine:
@@ -32,7 +30,7 @@ def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.
     throwaway one (under load, overflow connections were opened and closed per request: connect,
     type introspection and statement preparation every time). A connection killed while idle
     (``pg_terminate_backend``, a database restart) is noticed and replaced at checkout instead of
-    failing the next request (see ``_ping_idle_connections``)."""
+    failing the next request (see ``_ping_on_checkout``)."""
     engine = create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
@@ -44,31 +42,22 @@ def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.
             "server_settings": {"application_name": SQL_APPLICATION_NAME},
         },
     )
-    _ping_idle_connections(engine)
+    _ping_on_checkout(engine)
     return engine
 
 
-def _ping_idle_connections(engine: AsyncEngine) -> None:
-    """``pool_pre_ping`` for connections that sat idle only.
+def _ping_on_checkout(engine: AsyncEngine) -> None:
+    """``pool_pre_ping`` in one round trip.
 
-    SQLAlchemy's pre-ping costs three round trips (BEGIN, ``;``, ROLLBACK on asyncpg) on every
-    checkout, the largest single cost of PostMessage. A connection returned moments ago is as
-    alive as a ping would show; one that sat idle (a database restart, an idle timeout) is
-    pinged, and a dead one is replaced before the caller sees it.
+    SQLAlchemy's pre-ping on asyncpg costs three (BEGIN, ``;``, ROLLBACK), the largest single
+    cost of PostMessage; a bare ``;`` proves the connection alive just as well (no pgbouncer in
+    transaction mode here). A dead one is replaced before the caller sees it.
     """
 
-    @event.listens_for(engine.sync_engine, "connect")
-    @event.listens_for(engine.sync_engine, "checkin")
-    def _fresh(_: Any, record: Any) -> None:
-        record.info["returned_at"] = time.monotonic()
-
     @event.listens_for(engine.sync_engine, "checkout")
-    def _checked_out(dbapi_connection: Any, record: Any, _: Any) -> None:
-        returned = record.info.get("returned_at")
-        if returned is not None and time.monotonic() - returned < PING_IDLE_SECONDS:
-            return
+    def _checked_out(_: Any, record: Any, __: Any) -> None:
         try:
-            dbapi_connection.ping()
+            await_(record.driver_connection.fetchrow(";"))
         except Exception as exc:
             raise DisconnectionError("pooled connection is dead") from exc
 

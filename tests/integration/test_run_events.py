@@ -9,7 +9,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.db import session as db_session
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.integration.test_agent_runtime import add_doc, messages, new_thread
@@ -109,13 +108,11 @@ async def test_interrupted_runs_keep_their_events(app_factory: AppFactory, clean
         assert event_rows(clean_db, run["id"]) == before
 
 
-async def test_idle_pooled_connections_killed_by_the_server_are_replaced(
-    app_factory: AppFactory, clean_db: str, monkeypatch: pytest.MonkeyPatch
+async def test_pooled_connections_killed_by_the_server_are_replaced(
+    app_factory: AppFactory, clean_db: str
 ) -> None:
-    """Connections are pinged only after sitting idle (a busy pool skips the three round trips
-    of SQLAlchemy's pre-ping); a server-side kill of idle connections still never reaches a
-    request."""
-    monkeypatch.setattr(db_session, "PING_IDLE_SECONDS", 0.2)
+    """The one-round-trip checkout ping (instead of SQLAlchemy's three-round-trip pre-ping) still
+    keeps a server-side kill of pooled connections from ever reaching a request."""
     async with app_factory(start_worker=False) as h:
         tid = await new_thread(h)
         # Several connections in the pool, all returned.
@@ -130,7 +127,6 @@ async def test_idle_pooled_connections_killed_by_the_server_are_replaced(
                 "AND backend_type = 'client backend'"
             ).fetchone()
         assert killed and killed[0] >= 1
-        await asyncio.sleep(0.5)  # past PING_IDLE_SECONDS: the next checkouts ping
         for _ in range(6):
             resp = await h.client.get(f"/v1/threads/{tid}", headers=AUTH)
             assert resp.status_code == 200, resp.text

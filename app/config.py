@@ -23,7 +23,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     database_url: str = ""
     #: Where the embedded PostgreSQL keeps its data when no database URL is given.
     embedded_pg_dir: str = "var/pgdata"
-    #: SQLAlchemy connections per process (fixed; requests beyond it wait for one).
+    #: SQLAlchemy connections kept per process (as many again may open briefly under load).
     db_pool_size: int = 20
     #: Wait for a database connection (connect, or a free pooled one) before a request is
     #: answered 503 ``database_unavailable``.

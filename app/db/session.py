@@ -26,15 +26,15 @@ POOL_RECYCLE_SECONDS = 1800
 
 
 def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.0) -> AsyncEngine:
-    """A fixed pool: callers wait (up to ``timeout_seconds``) for a connection rather than open a
-    throwaway one (under load, overflow connections were opened and closed per request: connect,
-    type introspection and statement preparation every time). A connection killed while idle
-    (``pg_terminate_backend``, a database restart) is noticed and replaced at checkout instead of
-    failing the next request (see ``_ping_on_checkout``)."""
+    """``pool_size`` kept connections (default 20: under load, overflow connections are opened
+    and closed per request, with connect, type introspection and statement preparation each
+    time) plus as many overflow ones. A connection killed while idle (``pg_terminate_backend``,
+    a database restart) is noticed and replaced at checkout instead of failing the next request
+    (see ``_ping_on_checkout``)."""
     engine = create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
-        max_overflow=0,
+        max_overflow=pool_size,
         pool_recycle=POOL_RECYCLE_SECONDS,
         pool_timeout=timeout_seconds,
         connect_args={

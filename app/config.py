@@ -25,7 +25,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     database_url: str = ""
     #: Where the embedded PostgreSQL keeps its data when no database URL is given.
     embedded_pg_dir: str = "var/pgdata"
-    db_pool_size: int = 10
+    #: SQLAlchemy connections kept per process (as many again may open briefly under load).
+    db_pool_size: int = 20
     #: Wait for a database connection (connect, or a free pooled one) before a request is
     #: answered 503 ``database_unavailable``.
     db_pool_timeout_seconds: float = 10.0
@@ -75,6 +76,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     drain_seconds: float = 20.0
     #: Touched by the worker loop; ``python -m app worker --check`` reads it.
     worker_heartbeat_file: str = "var/worker.heartbeat"
+    #: Events of a finished run (SSE replay) are deleted this long after it ended; 0 keeps them.
+    run_events_retention_seconds: float = 86_400.0
+    #: Streamed tokens are written as one ``delta`` event per this many ms (or chars), not per token.
+    delta_flush_ms: int = 200
+    delta_flush_chars: int = 2_000
     #: Tools that need a human approval before they run (comma separated tool names).
     approval_tools: str = ""
 
@@ -135,10 +141,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "lock_timeout_ms",
             "http_keep_alive_seconds",
             "http_header_timeout_seconds",
+            "delta_flush_ms",
+            "delta_flush_chars",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"THREADKEEPER_{name.upper()} must be > 0")
+        if self.run_events_retention_seconds < 0:
+            raise ValueError("THREADKEEPER_RUN_EVENTS_RETENTION_SECONDS must be >= 0")
         if self.summary_keep_recent_tokens < 0:
             raise ValueError("THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS must be >= 0")
         if self.heartbeat_seconds >= self.lease_seconds:

@@ -24,30 +24,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
-import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (
+    child_server,
+    fresh_database,
+    percentile,
+    server_from_env,
+    wait_ready,
+)
 
 API_KEY = "load-" + uuid.uuid4().hex
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 TERMINAL = {"completed", "failed", "cancelled"}
 
 DOC = "\n\n".join(
@@ -69,36 +69,8 @@ def serve(fd: int) -> None:
     uvicorn.run(app, fd=fd, log_config=None, access_log=False, timeout_graceful_shutdown=10)
 
 
-# --- database -------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def fresh_database(server: str) -> Iterator[str]:
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    from app.db.migrate import upgrade_head
-
-    name = f"tk_load_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = make_url(server).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(server).set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade_head(url)
-        yield url
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextlib.contextmanager
-def server_process(database_url: str, workdir: str) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    sock.set_inheritable(True)
-    port = sock.getsockname()[1]
+def server_process(database_url: str, workdir: str) -> contextlib.AbstractContextManager[str]:
     env = {
-        **os.environ,
         "DATABASE_URL": database_url,
         "THREADKEEPER_API_KEYS": f"load:{API_KEY}",
         "THREADKEEPER_WORKDIR_ROOT": workdir,
@@ -113,22 +85,7 @@ def server_process(database_url: str, workdir: str) -> Iterator[str]:
         # One principal drives the whole load: measure the server, not the per-principal limit.
         "THREADKEEPER_RATE_LIMIT_PER_SECOND": "0",
     }
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve-fd", str(sock.fileno())],
-        env=env,
-        cwd=ROOT,
-        pass_fds=[sock.fileno()],
-    )
-    sock.close()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    return child_server(__file__, [], env)
 
 
 # --- measurement ----------------------------------------------------------------------------------
@@ -145,12 +102,6 @@ class Stats:
     @property
     def total(self) -> int:
         return sum(len(v) for v in self.latencies.values())
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (no interpolation: every figure is a measured request)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
 
 
 class Api:
@@ -177,17 +128,6 @@ class Posted:
     message_id: str
     content: str
     accepted_at: datetime
-
-
-async def wait_ready(client: Any, deadline: float) -> None:
-    import httpx
-
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.TransportError):
-            if (await client.get("/ready")).status_code == 200:
-                return
-        await asyncio.sleep(0.1)
-    raise SystemExit("the server did not become ready in time")
 
 
 async def thread_worker(api: Api, index: int, messages: int, posted: list[Posted]) -> str:
@@ -342,11 +282,11 @@ def run_latencies(
 
 
 def main(args: argparse.Namespace) -> int:
-    server = os.environ.get("DATABASE_URL") or os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER
+    server = server_from_env()
     workdir = tempfile.mkdtemp(prefix="tk-load-")
     started = time.monotonic()
     try:
-        with fresh_database(server) as db, server_process(db, workdir) as base_url:
+        with fresh_database(server, "tk_load") as db, server_process(db, workdir) as base_url:
             return asyncio.run(load(args, db, base_url, started + args.deadline))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

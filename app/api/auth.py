@@ -37,7 +37,9 @@ class ApiKeyAuthority:
         return found
 
 
-def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def api_key_guard(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
     if connection.scope.get("method") == "OPTIONS":
         # A CORS preflight carries no credentials by design; it only learns the allowed
         # methods (no handler runs and no data is returned), so it must not be refused.

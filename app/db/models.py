@@ -59,6 +59,8 @@ class RunStatus(enum.StrEnum):
 
 #: Statuses that make a thread busy (and that the partial unique index allows once per thread).
 ACTIVE_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+#: Statuses a run never leaves.
+TERMINAL_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 class Conversation(Base):

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import (
     ACTIVE_RUN_STATUSES,
+    TERMINAL_RUN_STATUSES,
     AgentRun,
     AgentRunRequest,
     Conversation,
@@ -311,11 +312,36 @@ class RunEventRepository:
 
     async def append(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> int:
         """Insert the event; listeners are notified when the surrounding transaction commits."""
-        event = RunEvent(run_id=run_id, type=type_, data=data)
-        self.session.add(event)
+        [event_id] = await self.append_many(run_id, [(type_, data)])
+        return event_id
+
+    async def append_many(
+        self, run_id: uuid.UUID, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[int]:
+        """Insert events in order with one statement and one notification (ids ascend in order)."""
+        rows = [RunEvent(run_id=run_id, type=type_, data=data) for type_, data in events]
+        self.session.add_all(rows)
         await self.session.flush()
         await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(run_id))))
-        return int(event.id)
+        return [int(r.id) for r in rows]
+
+    async def prune_finished(self, *, older_than_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` events of runs that ended more than ``older_than_seconds`` ago
+        (completed, failed or cancelled; interrupted runs can still resume and keep theirs)."""
+        finished = (
+            select(RunEvent.id)
+            .join(AgentRun, AgentRun.id == RunEvent.run_id)
+            .where(
+                AgentRun.status.in_(TERMINAL_RUN_STATUSES),
+                AgentRun.finished_at < func.now() - timedelta(seconds=older_than_seconds),
+            )
+            .limit(limit)
+            .scalar_subquery()
+        )
+        result = await self.session.execute(
+            delete(RunEvent).where(RunEvent.id.in_(finished)).returning(RunEvent.id)
+        )
+        return len(result.all())
 
     async def after(
         self, run_id: uuid.UUID, after_id: int, *, limit: int = 500

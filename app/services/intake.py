@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.repositories.conversations import ConversationRepository
+from app.repositories.intake import IntakeRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.runs import RunRequestRepository
 from app.services.errors import IdempotencyKeyReused
@@ -49,31 +50,34 @@ class IntakeService:
     ) -> Accepted:
         """Lock the thread row (the lock compress holds too), then message + request in one commit.
 
+        Without an ``idempotency_key`` (the hot path) the whole write is one statement.
+
         With an ``idempotency_key`` already used on this thread (looked up under the same lock,
         so two concurrent retries cannot both insert): the same body gets the first request
         back and nothing is written; another body is refused.
         """
+        if idempotency_key is None:
+            return await self._accept(thread_id, owner_id, content)
         lc_id = f"user-{uuid.uuid4()}"
         request_id = uuid.uuid4()
-        fingerprint = body_fingerprint(content) if idempotency_key is not None else None
+        fingerprint = body_fingerprint(content)
         async with self.sessions() as session, session.begin():
             await ConversationRepository(session).lock(
                 thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
             )
-            if idempotency_key is not None:
-                earlier = await RunRequestRepository(session).by_idempotency_key(
-                    thread_id, idempotency_key
-                )
-                if earlier is not None:
-                    if earlier.idempotency_fingerprint != fingerprint:
-                        raise IdempotencyKeyReused(
-                            "this Idempotency-Key was used on this thread with another body"
-                        )
-                    first = await MessageRepository(session).get(
-                        uuid.UUID(earlier.payload["message_id"])
+            earlier = await RunRequestRepository(session).by_idempotency_key(
+                thread_id, idempotency_key
+            )
+            if earlier is not None:
+                if earlier.idempotency_fingerprint != fingerprint:
+                    raise IdempotencyKeyReused(
+                        "this Idempotency-Key was used on this thread with another body"
                     )
-                    assert first is not None  # written in the same transaction as the request
-                    return Accepted(request_id=earlier.id, message_id=first.id, seq=first.seq)
+                first = await MessageRepository(session).get(
+                    uuid.UUID(earlier.payload["message_id"])
+                )
+                assert first is not None  # written in the same transaction as the request
+                return Accepted(request_id=earlier.id, message_id=first.id, seq=first.seq)
             [message] = await MessageRepository(session).append(
                 thread_id,
                 [NewMessage(role="user", content=content, lc_id=lc_id, request_id=request_id)],
@@ -90,3 +94,16 @@ class IntakeService:
         if self.on_enqueued is not None:
             self.on_enqueued()
         return Accepted(request_id=request.id, message_id=message.id, seq=message.seq)
+
+    async def _accept(self, thread_id: uuid.UUID, owner_id: str, content: str) -> Accepted:
+        """The hot path: lock, both sequence numbers and both inserts as ONE statement."""
+        async with self.sessions() as session:
+            # One statement is its own transaction: autocommit saves the BEGIN and COMMIT round
+            # trips (the statement commits or fails whole).
+            await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+            row = await IntakeRepository(session).accept_user_message(
+                thread_id, owner_id, content, lock_timeout_ms=self.lock_timeout_ms
+            )
+        if self.on_enqueued is not None:
+            self.on_enqueued()
+        return Accepted(request_id=row.request_id, message_id=row.message_id, seq=row.seq)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -58,6 +59,9 @@ from app.services.run_errors import (
 )
 
 log = structlog.get_logger(__name__)
+
+#: Event rows deleted per pruning transaction (keeps each one short).
+PRUNE_BATCH = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,23 +152,30 @@ def _human_of(graph_input: Any) -> HumanMessage | None:
 
 
 class DeltaBuffer:
-    """Coalesces streamed tokens into a few ``delta`` events (one row per ~0.2 s, not per token)."""
+    """Coalesces streamed tokens into few ``delta`` events: one row per ``interval`` seconds or
+    ``max_chars`` characters (and at each step's end), not one per token."""
 
-    def __init__(self, interval: float = 0.2) -> None:
+    def __init__(self, interval: float = 0.2, max_chars: int = 2000) -> None:
         self.interval = interval
+        self.max_chars = max_chars
         self._parts: dict[str | None, list[str]] = {}
+        self._chars = 0
         self._since = time.monotonic()
 
     def add(self, lc_id: str | None, text: str) -> None:
         if text:
             self._parts.setdefault(lc_id, []).append(text)
+            self._chars += len(text)
 
     def due(self) -> bool:
-        return bool(self._parts) and time.monotonic() - self._since >= self.interval
+        return bool(self._parts) and (
+            self._chars >= self.max_chars or time.monotonic() - self._since >= self.interval
+        )
 
     def drain(self) -> list[tuple[str | None, str]]:
         out = [(k, "".join(v)) for k, v in self._parts.items()]
         self._parts.clear()
+        self._chars = 0
         self._since = time.monotonic()
         return out
 
@@ -241,9 +252,19 @@ class RunWorker:
             task.cancel()
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        recovered_at = pruned_at = -math.inf
         while not self._stopping:
             try:
-                await self.recover_expired()
+                # Housekeeping on its own clock: an intake wake (hundreds per second under load)
+                # must cost nothing while every slot is busy, not a recovery transaction each.
+                now = loop.time()
+                if now - recovered_at >= self.settings.worker_poll_seconds:
+                    recovered_at = now
+                    await self.recover_expired()
+                if now - pruned_at >= self.prune_interval():
+                    pruned_at = now
+                    await self.prune_run_events()
                 while not self._stopping and await self._claim_and_spawn():
                     pass
                 await self._beat()
@@ -261,6 +282,30 @@ class RunWorker:
             return
         beat = {"holder": self.holder, "pid": os.getpid(), "at": time.time()}
         await asyncio.to_thread(write_beat, self.heartbeat_file, json.dumps(beat))
+
+    def prune_interval(self) -> float:
+        """How often finished runs' events are pruned: a tenth of the retention, 1 s to 5 min."""
+        retention = self.settings.run_events_retention_seconds
+        return math.inf if retention <= 0 else min(max(retention / 10, 1.0), 300.0)
+
+    async def prune_run_events(self) -> int:
+        """Delete the events of runs finished more than the retention period ago (in batches,
+        each its own short transaction); returns how many rows went."""
+        retention = self.settings.run_events_retention_seconds
+        if retention <= 0:
+            return 0
+        total = 0
+        while True:
+            async with self.sessions() as session, session.begin():
+                deleted = await RunEventRepository(session).prune_finished(
+                    older_than_seconds=retention, limit=PRUNE_BATCH
+                )
+            total += deleted
+            if deleted < PRUNE_BATCH:
+                break
+        if total:
+            log.info("run_events_pruned", rows=total)
+        return total
 
     async def _claim_and_spawn(self) -> bool:
         if self._slots.locked():
@@ -489,7 +534,9 @@ class RunWorker:
         """Stream the graph, persisting messages and events; the pending interrupt, if any."""
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
         interrupt: dict[str, Any] | None = None
-        deltas = DeltaBuffer()
+        deltas = DeltaBuffer(
+            self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
+        )
         stream = self._stream(self.runtime.graph, graph_input, config, context)
         async for mode, chunk in stream:
             if mode == "messages":
@@ -628,8 +675,10 @@ class RunWorker:
             yield mode, chunk
 
     async def _flush_deltas(self, run_id: uuid.UUID, deltas: DeltaBuffer) -> None:
-        for lc_id, text in deltas.drain():
-            await self._event(run_id, "delta", {"lc_id": lc_id, "text": text})
+        """Everything buffered goes out in one transaction (one lease check, one NOTIFY)."""
+        batch = [("delta", {"lc_id": lc_id, "text": text}) for lc_id, text in deltas.drain()]
+        if batch:
+            await self._events(run_id, batch)
 
     async def _repair_dangling_tool_calls(
         self, claimed: ClaimedRun, config: RunnableConfig
@@ -689,20 +738,24 @@ class RunWorker:
                     output_tokens=sum(_usage(m, "output_tokens") for m in fresh_ai),
                     calls=len(fresh_ai),
                 )
-            events = RunEventRepository(session)
-            for s in stored:
-                await events.append(
+            if stored:
+                await RunEventRepository(session).append_many(
                     claimed.run_id,
-                    "message",
-                    {
-                        "message_id": str(s.id),
-                        "seq": s.seq,
-                        "role": s.role,
-                        "content": s.content,
-                        "tool_calls": s.tool_calls,
-                        "tool_call_id": s.tool_call_id,
-                        "tool_name": s.tool_name,
-                    },
+                    [
+                        (
+                            "message",
+                            {
+                                "message_id": str(s.id),
+                                "seq": s.seq,
+                                "role": s.role,
+                                "content": s.content,
+                                "tool_calls": s.tool_calls,
+                                "tool_call_id": s.tool_call_id,
+                                "tool_name": s.tool_name,
+                            },
+                        )
+                        for s in stored
+                    ],
                 )
 
     @staticmethod
@@ -729,9 +782,14 @@ class RunWorker:
         )
 
     async def _event(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> None:
+        await self._events(run_id, [(type_, data)])
+
+    async def _events(self, run_id: uuid.UUID, events: list[tuple[str, dict[str, Any]]]) -> None:
         async with self.sessions() as session, session.begin():
             await self._assert_lease(session, run_id)
-            await RunEventRepository(session).append(run_id, type_, _json_safe(data))
+            await RunEventRepository(session).append_many(
+                run_id, [(t, _json_safe(d)) for t, d in events]
+            )
 
     async def _assert_lease(self, session: AsyncSession, run_id: uuid.UUID) -> None:
         """Writes of a run whose lease was recovered elsewhere must stop, not interleave with

@@ -437,7 +437,7 @@ async def _wait_for_blocked_insert(url: str) -> int:
         with _admin(url) as conn:
             row = conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO agent_run_requests%'"
+                "AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO agent_run_requests%'"
             ).fetchone()
         return row[0] if row else None
 

@@ -185,3 +185,49 @@ async def test_text_postgres_cannot_store_is_a_client_error(app_factory: AppFact
         ] == []
         long_path = await h.client.get(f"/v1/threads/{tid}/workdir/{'a' * 5000}", headers=AUTH)
         assert long_path.status_code == 400
+
+
+async def test_post_waits_for_the_row_lock_then_refuses_and_writes_nothing(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    """Intake's single statement still honours THREADKEEPER_LOCK_TIMEOUT_MS on the thread row
+    (held here by another transaction, as compress would): 409 thread_busy, nothing stored; once
+    the lock is gone the same post is accepted with the next sequence numbers."""
+    import psycopg
+
+    from app.db.urls import libpq_url
+
+    async with app_factory(start_worker=False, lock_timeout_ms=300) as h:
+        tid = (await h.client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
+        first = await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "one"}, headers=AUTH
+        )
+        assert first.status_code == 202, first.text
+        holder = psycopg.connect(libpq_url(clean_db))
+        try:
+            holder.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (tid,))
+            busy = await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "two"}, headers=AUTH
+            )
+        finally:
+            holder.rollback()
+            holder.close()
+        assert busy.status_code == 409 and busy.json()["error"] == "thread_busy", busy.text
+        with psycopg.connect(libpq_url(clean_db)) as conn:
+            stored = conn.execute(
+                "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM agent_run_requests)"
+            ).fetchone()
+        assert stored == (1, 1)
+
+        again = await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "two"}, headers=AUTH
+        )
+        assert again.status_code == 202, again.text
+        history = (await h.client.get(f"/v1/threads/{tid}/messages", headers=AUTH)).json()
+        assert [(m["content"], m["seq"]) for m in history["items"]] == [("one", 1), ("two", 2)]
+        assert history["items"][1]["request_id"] == again.json()["request_id"]
+        with psycopg.connect(libpq_url(clean_db)) as conn:
+            seqs = conn.execute(
+                "SELECT seq, payload->>'message_id' FROM agent_run_requests ORDER BY seq"
+            ).fetchall()
+        assert seqs == [(1, first.json()["message_id"]), (2, again.json()["message_id"])]

@@ -40,6 +40,8 @@ def test_environment_and_database_url() -> None:
         # A key no client can present as a bearer token (NBSP) is refused too.
         ({"THREADKEEPER_API_KEYS": "alice:k\xa01"}, "THREADKEEPER_API_KEYS.*visible ASCII"),
         ({"THREADKEEPER_HTTP_HEADER_TIMEOUT_SECONDS": "0"}, "HEADER_TIMEOUT_SECONDS must be > 0"),
+        ({"THREADKEEPER_RUN_EVENTS_RETENTION_SECONDS": "-1"}, "RETENTION_SECONDS must be >= 0"),
+        ({"THREADKEEPER_DELTA_FLUSH_CHARS": "0"}, "DELTA_FLUSH_CHARS must be > 0"),
     ],
 )
 def test_bad_settings_are_refused_with_the_setting_named(env: dict[str, str], message: str) -> None:

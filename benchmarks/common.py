@@ -1,0 +1,96 @@
+"""Pieces the loopback benchmarks share: a throwaway database, a server child on an inherited
+socket, readiness, and nearest-rank percentiles."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def server_from_env() -> str:
+    return os.environ.get("DATABASE_URL") or os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER
+
+
+@contextlib.contextmanager
+def fresh_database(server: str, prefix: str = "tk_bench") -> Iterator[str]:
+    """A new, migrated database on ``server``; dropped (forcefully) on exit."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from app.db.migrate import upgrade_head
+
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = make_url(server).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(server).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade_head(url)
+        yield url
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def child_server(
+    script: str, args: list[str], env: dict[str, str], stderr: IO[bytes] | None = None
+) -> Iterator[str]:
+    """Run ``script --serve-fd <fd> *args`` in a child process serving on a socket bound here
+    (ephemeral port, no race); yield its base URL; SIGINT it (graceful) on exit."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, script, "--serve-fd", str(sock.fileno()), *args],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        pass_fds=[sock.fileno()],
+        stderr=stderr,
+    )
+    sock.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+async def wait_ready(client: object, deadline: float, path: str = "/ready") -> None:
+    """Poll ``path`` with an httpx client until it answers 200 (bounded by ``deadline``)."""
+    import asyncio
+
+    import httpx
+
+    assert isinstance(client, httpx.AsyncClient)
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if (await client.get(path)).status_code == 200:
+                return
+        await asyncio.sleep(0.1)
+    raise SystemExit("the server did not become ready in time")
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (no interpolation: every figure is a measured request)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)]

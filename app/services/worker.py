@@ -523,6 +523,14 @@ class RunWorker:
                     **error_log_fields(failure),
                 )
                 return RunStatus.FAILED, error, None
+        if retries:
+            # A step that finished before the outage but whose checkpoint was not yet written is
+            # applied from LangGraph's saved task writes on the retry, without streaming its
+            # update again: take anything still missing from the history from the final state
+            # (idempotent on message ids).
+            snapshot = await self.runtime.graph.aget_state(config)
+            view = list((snapshot.values or {}).get("messages", []))
+            await self._persist_update(claimed, {"messages": view})
         if interrupt is not None:
             return RunStatus.INTERRUPTED, None, interrupt
         await self._prune_checkpoints(claimed.conversation_id, claimed.run_id)
@@ -591,6 +599,11 @@ class RunWorker:
             return False, None, interrupt_payload(pending)  # reached a new interrupt
         if snapshot.next:
             return True, None, None  # go on from the last checkpoint
+        last = view[-1] if view else None
+        if not (isinstance(last, AIMessage) and not last.tool_calls):
+            # The checkpoint says "done" but the turn has no final answer (the outage ended the
+            # graph after a tool step): start the graph again on the saved messages.
+            return True, {"messages": []}, None
         return False, None, None  # the graph had finished
 
     async def _wait_for_database(self, run_id: uuid.UUID, config: RunnableConfig) -> Any:

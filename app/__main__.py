@@ -79,10 +79,8 @@ def _worker(args: argparse.Namespace) -> None:
     provider = telemetry.build_tracer_provider(settings)
 
     async def main() -> None:
-        # No SSE is served here: the event listener is the API process's business.
-        container = await build_container(
-            settings, migrate=args.migrate, start_worker=True, start_notifier=False
-        )
+        # The listener wakes this worker when another process queues work (no SSE is served).
+        container = await build_container(settings, migrate=args.migrate, start_worker=True)
         if provider is not None:
             telemetry.instrument_engine(container.engine, provider)
             telemetry.activate(provider)

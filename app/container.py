@@ -152,7 +152,7 @@ async def build_container(
         max_concurrent_runs=settings.worker_concurrency,
     )
     run_in_process = settings.worker_in_process if start_worker is None else start_worker
-    notifier = RunEventNotifier(libpq_url(url))
+    notifier = RunEventNotifier(libpq_url(url), on_work=worker.wake if run_in_process else None)
     wake = worker.wake if run_in_process else None
     container = Container(
         settings=settings,

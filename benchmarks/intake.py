@@ -37,7 +37,9 @@ import json
 import os
 import random
 import shutil
+import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +57,7 @@ from litestar import Litestar, Request, Response, post
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (
+    ROOT,
     child_server,
     fresh_database,
     percentile,
@@ -144,16 +147,20 @@ def serve(fd: int, kind: str) -> None:
 
     if kind == "floor":
         app = floor_app(os.environ["DATABASE_URL"])
-    else:
-        from app.config import load_settings
-        from app.main import create_app
+        # uvicorn's defaults (uvloop + httptools when installed).
+        uvicorn.run(app, fd=fd, log_config=None, access_log=False, timeout_graceful_shutdown=10)
+        return
+    from app.config import load_settings
+    from app.http_server import server_config
+    from app.main import create_app
 
-        app = create_app(load_settings())
-    # uvicorn's defaults, as `python -m app serve` uses them (uvloop + httptools when installed).
-    uvicorn.run(app, fd=fd, log_config=None, access_log=False, timeout_graceful_shutdown=10)
+    settings = load_settings()
+    # Exactly what `python -m app serve` runs (its HTTP protocol, timeouts), on the given socket.
+    config = server_config(create_app(settings), settings, fd=fd, timeout_graceful_shutdown=10)
+    uvicorn.Server(config).run()
 
 
-def service_env(database_url: str, workdir: str, *, worker: bool = True) -> dict[str, str]:
+def service_env(database_url: str, workdir: str, *, worker: bool = False) -> dict[str, str]:
     """Production settings; only what the benchmark must own is set."""
     return {
         "DATABASE_URL": database_url,
@@ -161,6 +168,8 @@ def service_env(database_url: str, workdir: str, *, worker: bool = True) -> dict
         "THREADKEEPER_WORKDIR_ROOT": workdir,
         "THREADKEEPER_LLM_BASE_URL": "",
         "THREADKEEPER_WORKER_IN_PROCESS": "true" if worker else "false",
+        # The per-principal rate limit (50/s by default) would measure itself, not intake.
+        "THREADKEEPER_RATE_LIMIT_PER_SECOND": "0",
         # Production logging (JSON, INFO) goes to a file, as it would to a log shipper.
         "THREADKEEPER_LOG_LEVEL": "INFO",
         "THREADKEEPER_LOG_JSON": "true",
@@ -174,6 +183,36 @@ def app_server(kind: str, env: dict[str, str], log_path: Path) -> Iterator[str]:
         child_server(__file__, ["--app", kind], env, stderr=log_file) as base,
     ):
         yield base
+
+
+#: How the service runs: ``deploy`` as deploy/docker-compose.yml (an API process without a worker
+#: and a separate ``python -m app worker`` process), ``single`` as scripts/serve.sh (one process,
+#: the worker inside it).
+LAYOUTS = ("deploy", "single")
+
+
+@contextlib.contextmanager
+def service_layout(layout: str, database_url: str, workdir: str, log_path: Path) -> Iterator[str]:
+    env = service_env(database_url, workdir, worker=layout == "single")
+    with log_path.open("ab") as log_file, app_server("service", env, log_path) as base:
+        if layout == "single":
+            yield base
+            return
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app", "worker"],
+            env={**os.environ, **env},
+            cwd=ROOT,
+            stderr=log_file,
+        )
+        try:
+            yield base
+        finally:
+            worker.send_signal(signal.SIGTERM)  # graceful drain, as the orchestrator would
+            try:
+                worker.wait(60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(10)
 
 
 # --- a minimal HTTP/1.1 keep-alive client (the load generator must stay cheap) -----------------
@@ -642,11 +681,13 @@ async def load_phases(
     return phases, compress_phase, accepted
 
 
-async def run(args: argparse.Namespace, service_db: str, floor_db: str, workdir: str) -> int:
+async def run(
+    args: argparse.Namespace, service_dbs: dict[str, str], floor_db: str, workdir: str
+) -> int:
     logs = Path(workdir) / "server.log"
     print(f"server logs: {logs}", flush=True)
     try:
-        return await measure(args, service_db, floor_db, workdir, logs)
+        return await measure(args, service_dbs, floor_db, workdir, logs)
     except BaseException:
         if logs.exists():  # the workdir is removed on exit: show why a server failed
             print("".join(logs.read_text(errors="replace").splitlines(True)[-40:]), flush=True)
@@ -654,27 +695,36 @@ async def run(args: argparse.Namespace, service_db: str, floor_db: str, workdir:
 
 
 async def measure(
-    args: argparse.Namespace, service_db: str, floor_db: str, workdir: str, logs: Path
+    args: argparse.Namespace,
+    service_dbs: dict[str, str],
+    floor_db: str,
+    workdir: str,
+    logs: Path,
 ) -> int:
     results: dict[str, list[Phase]] = {}
+    compress: dict[str, Phase | None] = {}
+    idle: dict[str, list[float]] = {}
+    accepted_by: dict[str, int] = {}
     problems: list[str] = []
 
     # 1. SQL per PostMessage (worker off, through the counting proxy)
     sql = {
         kind: await sql_per_post(kind, db, workdir, logs, args.sql_samples)
-        for kind, db in (("service", service_db), ("floor", floor_db))
+        for kind, db in (("service", service_dbs[args.layouts[0]]), ("floor", floor_db))
     }
-    with app_server("service", service_env(service_db, workdir), logs) as base:
-        await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-        # 2. idle worker: accepted -> started
-        idle = await idle_turn_latency(base, service_db, args.idle_samples)
-        # 3. load: service (worker on, compressors racing), then floor
-        threads = await create_threads(base, args.threads)
-        results["service"], compress, accepted = await load_phases(
-            base, threads, args, "svc", compress=True
-        )
-        problems += [f"service: {p}" for p in audit(service_db, threads, accepted)]
-        service_accepted = len(accepted)
+    for layout in args.layouts:
+        service_db = service_dbs[layout]
+        with service_layout(layout, service_db, workdir, logs) as base:
+            await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
+            # 2. idle worker: accepted -> started
+            idle[layout] = await idle_turn_latency(base, service_db, args.idle_samples)
+            # 3. load: service (worker busy with the backlog, compressors racing), then floor
+            threads = await create_threads(base, args.threads)
+            results[layout], compress[layout], accepted = await load_phases(
+                base, threads, args, layout, compress=True
+            )
+            problems += [f"{layout}: {p}" for p in audit(service_db, threads, accepted)]
+            accepted_by[layout] = len(accepted)
     with app_server("floor", {"DATABASE_URL": floor_db}, logs) as base:
         await wait_http_ready(base, "/", time.monotonic() + READY_SECONDS)
         threads = seed_threads(floor_db, args.threads)
@@ -682,54 +732,66 @@ async def measure(
             base, threads, args, "floor", compress=False
         )
         problems += [f"floor: {p}" for p in audit(floor_db, threads, floor_accepted)]
+        accepted_by["floor"] = len(floor_accepted)
 
-    report(args, results, compress, idle, sql, problems, service_accepted, len(floor_accepted))
+    report(args, results, compress, idle, sql, problems, accepted_by)
     return 0 if not problems else 1
 
 
 def report(
     args: argparse.Namespace,
     results: dict[str, list[Phase]],
-    compress: Phase | None,
-    idle: list[float],
+    compress: dict[str, Phase | None],
+    idle: dict[str, list[float]],
     sql: dict[str, WireCounts],
     problems: list[str],
-    service_accepted: int,
-    floor_accepted: int,
+    accepted_by: dict[str, int],
 ) -> None:
     print(
         f"\nThreadkeeper intake: PostMessage on {args.threads} threads, {args.seconds:g} s per "
-        f"phase, open-loop rate {args.rate:g}/s; service = uvicorn + in-process worker + "
-        f"offline model, {args.compressors} CompressContext clients racing; floor = Litestar + "
-        f"asyncpg, same SQL; {os.cpu_count()} CPUs"
+        f"phase, open-loop rate {args.rate:g}/s; service = production settings, offline model, "
+        f"{args.compressors} CompressContext clients racing, layouts: deploy = API process + "
+        f"separate worker process (deploy/docker-compose.yml), single = one process with the "
+        f"in-process worker (scripts/serve.sh); floor = Litestar + asyncpg, same SQL; "
+        f"{os.cpu_count()} CPUs"
     )
-    print(
-        f"\n{'phase':<20}{'service/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'floor/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'svc/floor':>11}  service statuses"
-    )
-    for svc, flo in zip(results["service"], results["floor"], strict=True):
-        ratio = svc.rate() / flo.rate() if flo.rate() else float("nan")
-        codes = " ".join(f"{c}:{n}" for c, n in sorted(svc.statuses.items()))
-        errors = f" errors {dict(svc.errors)}" if svc.errors else ""
-        print(
-            f"{svc.name:<20}{svc.rate():>10.1f}{svc.p(0.5):>9.1f}{svc.p(0.99):>9.1f}"
-            f"{flo.rate():>10.1f}{flo.p(0.5):>9.1f}{flo.p(0.99):>9.1f}{ratio:>11.2f}  "
-            f"{codes}{errors}"
-        )
     top = max(args.concurrency)
-    for svc, flo in zip(results["service"], results["floor"], strict=True):
-        if svc.name == f"closed c={top}":
-            print(
-                f"target: >= 300 PostMessage/s at c={top} with compress racing -> "
-                f"{svc.rate():.1f}/s; within 2x of the floor -> floor/service "
-                f"{flo.rate() / svc.rate() if svc.rate() else float('inf'):.2f}x"
-            )
-    if compress is not None and compress.latencies:
-        codes = " ".join(f"{c}:{n}" for c, n in sorted(compress.statuses.items()))
+    for layout in args.layouts:
         print(
-            f"CompressContext racing: {len(compress.latencies)} attempts, p50 "
-            f"{compress.p(0.5):.1f} ms, p99 {compress.p(0.99):.1f} ms, statuses {codes}"
+            f"\n{layout + ' phase':<20}{'service/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
+            f"{'floor/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'svc/floor':>11}  service statuses"
         )
+        for svc, flo in zip(results[layout], results["floor"], strict=True):
+            ratio = svc.rate() / flo.rate() if flo.rate() else float("nan")
+            codes = " ".join(f"{c}:{n}" for c, n in sorted(svc.statuses.items()))
+            errors = f" errors {dict(svc.errors)}" if svc.errors else ""
+            print(
+                f"{svc.name:<20}{svc.rate():>10.1f}{svc.p(0.5):>9.1f}{svc.p(0.99):>9.1f}"
+                f"{flo.rate():>10.1f}{flo.p(0.5):>9.1f}{flo.p(0.99):>9.1f}{ratio:>11.2f}  "
+                f"{codes}{errors}"
+            )
+        for svc, flo in zip(results[layout], results["floor"], strict=True):
+            if svc.name == f"closed c={top}":
+                print(
+                    f"target ({layout}): >= 300 PostMessage/s at c={top} with compress racing -> "
+                    f"{svc.rate():.1f}/s; within 2x of the floor -> floor/service "
+                    f"{flo.rate() / svc.rate() if svc.rate() else float('inf'):.2f}x"
+                )
+        racing = compress.get(layout)
+        if racing is not None and racing.latencies:
+            codes = " ".join(f"{c}:{n}" for c, n in sorted(racing.statuses.items()))
+            print(
+                f"CompressContext racing ({layout}): {len(racing.latencies)} attempts, p50 "
+                f"{racing.p(0.5):.1f} ms, p99 {racing.p(0.99):.1f} ms, statuses {codes}"
+            )
+        samples = idle.get(layout)
+        if samples:
+            print(
+                f"turn latency accepted->started on an idle worker ({layout}, {len(samples)} "
+                f"turns): p50 {percentile(samples, 0.5) * 1000:.0f} ms, p99 "
+                f"{percentile(samples, 0.99) * 1000:.0f} ms"
+            )
+    print()
     for kind, counts in sql.items():
         n = args.sql_samples
         print(
@@ -738,13 +800,10 @@ def report(
             + ", ".join(f"{k}={v / n:.1f}" for k, v in sorted(counts.by_type.items()))
             + ")"
         )
-    if idle:
-        print(
-            f"turn latency accepted->started on an idle worker ({len(idle)} turns): p50 "
-            f"{percentile(idle, 0.5) * 1000:.0f} ms, p99 {percentile(idle, 0.99) * 1000:.0f} ms"
-        )
     print(
-        f"\nAUDIT: {service_accepted} service + {floor_accepted} floor posts accepted; "
+        "\nAUDIT: "
+        + " + ".join(f"{n} {kind}" for kind, n in accepted_by.items())
+        + " posts accepted; "
         + (
             "PASS - nothing lost or duplicated, refused posts wrote nothing"
             if not problems
@@ -763,15 +822,18 @@ def main(args: argparse.Namespace) -> int:
     workdir = tempfile.mkdtemp(prefix="tk-intake-")
     started = time.monotonic()
     try:
-        with (
-            fresh_database(server, "tk_intake") as service_db,
-            fresh_database(server, "tk_floor") as floor_db,
-        ):
+        with contextlib.ExitStack() as stack:
+            # One database per layout: a layout's backlog must not load the next one's worker.
+            service_dbs = {
+                layout: stack.enter_context(fresh_database(server, f"tk_intake_{layout}"))
+                for layout in args.layouts
+            }
+            floor_db = stack.enter_context(fresh_database(server, "tk_floor"))
             with contextlib.suppress(ImportError):
                 import uvloop
 
-                return int(uvloop.run(run(args, service_db, floor_db, workdir)))
-            return asyncio.run(run(args, service_db, floor_db, workdir))
+                return int(uvloop.run(run(args, service_dbs, floor_db, workdir)))
+            return asyncio.run(run(args, service_dbs, floor_db, workdir))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         print(f"\ntotal wall time {time.monotonic() - started:.1f} s (databases dropped)")
@@ -787,6 +849,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--idle-samples", type=int, default=20)
     parser.add_argument("--sql-samples", type=int, default=50)
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=LAYOUTS,
+        default=list(LAYOUTS),
+        help="deploy: API + separate worker process (deploy/docker-compose.yml); "
+        "single: one process with the in-process worker (scripts/serve.sh)",
+    )
     parser.add_argument("--quick", action="store_true", help="a few seconds: smoke test only")
     parser.add_argument("--serve-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--app", choices=["service", "floor"], help=argparse.SUPPRESS)

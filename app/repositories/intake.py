@@ -18,8 +18,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.repositories.locking import lock_errors_as_busy
+from app.repositories.runs import WORK_CHANNEL
 from app.services.errors import NotFound
 
+# The final SELECT also wakes workers in other processes (NOTIFY, delivered at commit) when the
+# thread had no queued request before this one (the statement's snapshot does not see its own
+# insert): only then may the thread have become claimable. A thread with a queue is picked up
+# by the worker that finishes its current run, so a backlog costs no notifications.
 # ``cfg`` sets the transaction-local lock_timeout (``set_config(..., true)`` is ``SET LOCAL``)
 # before ``locked`` can wait: the lock is taken by LockRows on the rows the join with ``cfg``
 # emits, so ``cfg`` is always evaluated first. Data-modifying CTEs run exactly once.
@@ -51,7 +56,12 @@ _ACCEPT = text(
         FROM conv
         RETURNING id
     )
-    SELECT msg.seq FROM msg, req
+    SELECT msg.seq,
+        CASE WHEN NOT EXISTS (
+            SELECT 1 FROM agent_run_requests q
+            WHERE q.conversation_id = :thread_id AND q.status = 'queued'
+        ) THEN pg_notify(:work_channel, '') END AS woke
+    FROM msg, req
     """
 )
 
@@ -87,6 +97,7 @@ class IntakeRepository:
                     "content": content,
                     "lc_id": lc_id,
                     "payload": json.dumps(payload),
+                    "work_channel": WORK_CHANNEL,
                 },
             )
         if seq is None:

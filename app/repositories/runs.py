@@ -23,6 +23,9 @@ from app.db.models import (
 
 #: LISTEN/NOTIFY channel that wakes event streams (see app/services/run_events.py).
 RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
+#: LISTEN/NOTIFY channel that wakes workers in other processes: a thread may have become
+#: claimable (a message queued on an idle thread, a run resumed). Polling stays the fallback.
+WORK_CHANNEL = "threadkeeper_work"
 
 
 class RunRequestRepository:
@@ -154,6 +157,10 @@ class RunRequestRepository:
 class RunRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+
+    async def announce_work(self) -> None:
+        """Wake the workers of every process when the surrounding transaction commits."""
+        await self.session.execute(select(func.pg_notify(WORK_CHANNEL, "")))
 
     async def active_status(self, conversation_id: uuid.UUID) -> RunStatus | None:
         return await self.session.scalar(

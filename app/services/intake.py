@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.repositories.conversations import ConversationRepository
 from app.repositories.intake import IntakeRepository
 from app.repositories.messages import MessageRepository, NewMessage
-from app.repositories.runs import RunRequestRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.services.errors import IdempotencyKeyReused
 
 
@@ -91,6 +91,7 @@ class IntakeService:
                 idempotency_key=idempotency_key,
                 idempotency_fingerprint=fingerprint,
             )
+            await RunRepository(session).announce_work()
         if self.on_enqueued is not None:
             self.on_enqueued()
         return Accepted(request_id=request.id, message_id=message.id, seq=message.seq)

@@ -1,7 +1,9 @@
-"""Wake SSE streams when a run gets new events, across processes (PostgreSQL LISTEN/NOTIFY).
+"""Wake SSE streams when a run gets new events, and workers when a thread may have become
+claimable, across processes (PostgreSQL LISTEN/NOTIFY).
 
-Event rows stay the source of truth (a stream reads them after its cursor); a notification only
-says "look now", so a lost notification costs at most one fallback poll interval.
+Rows stay the source of truth (a stream reads events after its cursor, a worker claims queued
+requests); a notification only says "look now", so a lost one costs at most one fallback poll
+interval.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -17,6 +19,7 @@ import structlog
 
 from app.db.session import LISTENER_APPLICATION_NAME
 from app.repositories.runs import RUN_EVENTS_CHANNEL as CHANNEL
+from app.repositories.runs import WORK_CHANNEL
 
 log = structlog.get_logger(__name__)
 
@@ -33,8 +36,10 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
 
 
 class RunEventNotifier:
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, on_work: Callable[[], None] | None = None) -> None:
+        """``on_work``: this process's worker wake-up; also listen on the work channel."""
         self.conninfo = conninfo
+        self.on_work = on_work
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -93,10 +98,16 @@ class RunEventNotifier:
                 )
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
+                    if self.on_work is not None:
+                        await conn.execute(f"LISTEN {WORK_CHANNEL}")
                     self.connected.set()
                     backoff = 0.5
                     async for notify in conn.notifies():
-                        self._wake(notify.payload)
+                        if notify.channel == WORK_CHANNEL:
+                            if self.on_work is not None:
+                                self.on_work()
+                        else:
+                            self._wake(notify.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -105,5 +116,7 @@ class RunEventNotifier:
                 # Streams keep working by polling meanwhile; wake them so none waits a full timeout.
                 for key in list(self._waiters):
                     self._wake(key)
+                if self.on_work is not None:
+                    self.on_work()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)

@@ -257,6 +257,7 @@ class RunService:
                 lease_expires_at=None,
             )
             await RunEventRepository(session).append(run_id, "status", {"status": "resumed"})
+            await runs.announce_work()
             await session.flush()
             run = await runs.get(run_id)
             assert run is not None

@@ -35,11 +35,15 @@ async def test_intake_benchmark_quick_mode_passes_its_audit(database_url: str) -
     assert proc.returncode == 0, text[-4000:]
     assert "AUDIT:" in text and "PASS - nothing lost or duplicated" in text, text[-4000:]
     for figure in (
+        "deploy phase",
+        "single phase",
         "closed c=4",
         "open 50/s c=4",
         "SQL per PostMessage (service)",
         "SQL per PostMessage (floor)",
-        "accepted->started on an idle worker",
-        "CompressContext racing",
+        "accepted->started on an idle worker (deploy",
+        "accepted->started on an idle worker (single",
+        "CompressContext racing (deploy)",
+        "CompressContext racing (single)",
     ):
         assert figure in text, (figure, text[-4000:])

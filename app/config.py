@@ -25,8 +25,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     database_url: str = ""
     #: Where the embedded PostgreSQL keeps its data when no database URL is given.
     embedded_pg_dir: str = "var/pgdata"
-    #: SQLAlchemy connections kept per process (as many again may open briefly under load).
-    db_pool_size: int = 20
+    #: Most SQLAlchemy connections per process (opened on demand, then kept; more requests wait
+    #: for one). The checkpointer's psycopg pool has the same maximum.
+    db_pool_size: int = 40
     #: Wait for a database connection (connect, or a free pooled one) before a request is
     #: answered 503 ``database_unavailable``.
     db_pool_timeout_seconds: float = 10.0

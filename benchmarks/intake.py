@@ -187,24 +187,32 @@ def app_server(kind: str, env: dict[str, str], log_path: Path) -> Iterator[str]:
 
 #: How the service runs: ``deploy`` as deploy/docker-compose.yml (an API process without a worker
 #: and a separate ``python -m app worker`` process), ``single`` as scripts/serve.sh (one process,
-#: the worker inside it).
-LAYOUTS = ("deploy", "single")
+#: the worker inside it), ``api`` the API process alone (no worker anywhere: the backlog only
+#: grows; intake's own ceiling, as the floor measures it).
+LAYOUTS = ("deploy", "single", "api")
 
 
 @contextlib.contextmanager
 def service_layout(layout: str, database_url: str, workdir: str, log_path: Path) -> Iterator[str]:
     env = service_env(database_url, workdir, worker=layout == "single")
     with log_path.open("ab") as log_file, app_server("service", env, log_path) as base:
-        if layout == "single":
+        if layout != "deploy":
             yield base
             return
+        beat = Path(workdir) / "worker.heartbeat"
+        beat.unlink(missing_ok=True)
         worker = subprocess.Popen(
             [sys.executable, "-m", "app", "worker"],
-            env={**os.environ, **env},
+            env={**os.environ, **env, "THREADKEEPER_WORKER_HEARTBEAT_FILE": str(beat)},
             cwd=ROOT,
             stderr=log_file,
         )
         try:
+            deadline = time.monotonic() + READY_SECONDS
+            while not beat.exists():  # the claim loop went round: the worker is up
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the worker process did not start")
+                time.sleep(0.1)
             yield base
         finally:
             worker.send_signal(signal.SIGTERM)  # graceful drain, as the orchestrator would
@@ -717,7 +725,8 @@ async def measure(
         with service_layout(layout, service_db, workdir, logs) as base:
             await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
             # 2. idle worker: accepted -> started
-            idle[layout] = await idle_turn_latency(base, service_db, args.idle_samples)
+            if layout != "api":
+                idle[layout] = await idle_turn_latency(base, service_db, args.idle_samples)
             # 3. load: service (worker busy with the backlog, compressors racing), then floor
             threads = await create_threads(base, args.threads)
             results[layout], compress[layout], accepted = await load_phases(

@@ -64,7 +64,7 @@ def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Setting
         "heartbeat_seconds": 0.5,
         "lease_seconds": 5.0,
         "lock_timeout_ms": 2000,
-        "db_pool_size": 5,
+        "db_pool_size": 10,
         # Tests poll in tight loops; the limiter has its own test.
         "rate_limit_per_second": 0,
         "drain_seconds": 0,

@@ -26,15 +26,16 @@ POOL_RECYCLE_SECONDS = 1800
 
 
 def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.0) -> AsyncEngine:
-    """``pool_size`` kept connections (default 20: under load, overflow connections are opened
-    and closed per request, with connect, type introspection and statement preparation each
-    time) plus as many overflow ones. A connection killed while idle (``pg_terminate_backend``,
+    """At most ``pool_size`` connections, opened on demand and kept: no overflow, because under
+    load overflow connections were opened and closed per request (connect, type introspection
+    and statement preparation each time: a tenth of PostMessage's CPU); a request waits for a
+    free one instead (at most ``timeout_seconds``, then 503). A connection killed while idle (``pg_terminate_backend``,
     a database restart) is noticed and replaced at checkout instead of failing the next request
     (see ``_ping_on_checkout``)."""
     engine = create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=0,
         pool_recycle=POOL_RECYCLE_SECONDS,
         pool_timeout=timeout_seconds,
         connect_args={

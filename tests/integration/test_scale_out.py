@@ -85,7 +85,7 @@ async def test_two_apis_two_workers_one_killed_audit(
             "THREADKEEPER_HEARTBEAT_SECONDS": "0.5",
             "THREADKEEPER_LEASE_SECONDS": "6",
             "THREADKEEPER_WORKER_CONCURRENCY": "4",
-            "THREADKEEPER_DB_POOL_SIZE": "4",
+            "THREADKEEPER_DB_POOL_SIZE": "8",
             "THREADKEEPER_SUMMARY_THRESHOLD": "1500",
             "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": "100",
             "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "300",

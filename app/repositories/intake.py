@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.runs import WORK_CHANNEL
@@ -74,8 +74,10 @@ class AcceptedRow:
 
 
 class IntakeRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
+    """On a bare connection (the caller's transaction or autocommit): nothing ORM-mapped."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
 
     async def accept_user_message(
         self, thread_id: uuid.UUID, owner_id: str, content: str, *, lock_timeout_ms: int
@@ -86,7 +88,7 @@ class IntakeRepository:
         lc_id = f"user-{uuid.uuid4()}"
         payload = {"content": content, "message_id": str(message_id), "lc_id": lc_id}
         async with lock_errors_as_busy("the thread is locked by another operation"):
-            seq = await self.session.scalar(
+            seq = await self.conn.scalar(
                 _ACCEPT,
                 {
                     "lock_timeout": str(int(lock_timeout_ms)),

@@ -79,6 +79,11 @@ PREVIEW_CHARS_PER_TOKEN = 3
 DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL, SEARCH_TOOL})
 #: Older summaries listed offloaded files under this header; ``summary_text_of`` strips it.
 ARTIFACTS_HEADER = "Offloaded tool results (full text readable with read_workdir_file):"
+#: A summarization adds one summary segment after the ones the view starts with (they stay an
+#: unchanged, cached prefix); each segment gets at most this share of ``summary_max_tokens``
+#: and the segments together stay within it. When no room is left, they are all folded into
+#: one (of one segment's size) in the same summarizer call.
+SUMMARY_SEGMENTS = 6
 INDEX_HEADER = "Offloaded tool results:"
 
 
@@ -172,6 +177,20 @@ def is_summary_message(message: BaseMessage) -> bool:
     )
 
 
+def summary_head(messages: Sequence[BaseMessage]) -> int:
+    """How many summary messages (segments) the view starts with."""
+    count = 0
+    while count < len(messages) and is_summary_message(messages[count]):
+        count += 1
+    return count
+
+
+def stacked_summary_text(messages: Sequence[BaseMessage]) -> str | None:
+    """The summary the view starts with: its segments' texts in order, or None."""
+    texts = [summary_text_of(m) for m in messages[: summary_head(messages)]]
+    return "\n\n".join(t for t in texts if t) or None
+
+
 def is_offloaded(message: BaseMessage) -> bool:
     return "offloaded" in _meta(message)
 
@@ -191,10 +210,10 @@ def summary_text_of(message: BaseMessage) -> str:
 def index_note(indexed: int) -> str:
     """The summary's pointer to every offloaded original (one line, however many there are)."""
     return (
-        f"{INDEX_HEADER} all {indexed} full originals are kept in this thread's workdir and "
-        f"listed in the file {INDEX_PATH} (one JSON line each: path, tool, args, result ids, "
-        "URLs, titles, sha256). Find text in any of them with search_workdir(query) and read "
-        "one with read_workdir_file(path, offset, limit)."
+        f"{INDEX_HEADER} all {indexed} full originals so far (and every later one) are kept in "
+        f"this thread's workdir and listed in the file {INDEX_PATH} (one JSON line each: path, "
+        "tool, args, result ids, URLs, titles, sha256). Find text in any of them with "
+        "search_workdir(query) and read one with read_workdir_file(path, offset, limit)."
     )
 
 
@@ -449,12 +468,12 @@ def plan_summary(
 
     The current user turn is always kept (even when it alone is oversized); older messages are
     kept only while the kept tail (current turn included) stays within ``keep_recent_tokens``;
-    the cut never separates an AIMessage with tool_calls from its ToolMessages. A leading
-    summary message is part of the summarized side (it is folded into the new summary).
-    A result ``<= head`` (0, or 1 when a summary leads) means there is nothing to summarize.
+    the cut never separates an AIMessage with tool_calls from its ToolMessages. The leading
+    summary segments are never cut (they stay, or get folded into the new summary).
+    A result ``<= head`` (the number of leading summary segments) means nothing to summarize.
     """
     n = len(messages)
-    head = 1 if n and is_summary_message(messages[0]) else 0
+    head = summary_head(messages)
     unsafe = _unsafe_cuts(messages)
     turn = current_turn_start(messages)
     if turn >= n:  # no user message: keep at least the last complete group
@@ -722,7 +741,7 @@ class ContextCompressor:
         cut = plan_summary(
             view, counter=self.counter, keep_recent_tokens=int(self.keep_recent_tokens / ratio)
         )
-        head = 1 if view and is_summary_message(view[0]) else 0
+        head = summary_head(view)
         if cut <= head:
             if force and not replaced:
                 raise NothingToCompress(
@@ -731,8 +750,15 @@ class ContextCompressor:
                 )
             return offload_only
 
-        previous = summary_text_of(view[0]) if head else None
-        previous_count = int(_meta(view[0]).get("summarized_messages", 0)) if head else 0
+        stack = view[:head]
+        previous_count = max((int(_meta(m).get("summarized_messages", 0)) for m in stack), default=0)
+        segment_max = max(self.summary_max_tokens // SUMMARY_SEGMENTS, 1)
+        stack_tokens = sum(self.counter.count_text(summary_text_of(m)) for m in stack)
+        # Cache-aware: the new segment goes after the existing ones, which stay an unchanged
+        # prefix; with no room left for it, everything is folded into one segment.
+        stacking = 0 < head and stack_tokens + segment_max <= self.summary_max_tokens
+        previous = None if stacking else stacked_summary_text(stack)
+        kept_stack = list(stack) if stacking else []
         to_summarize = view[head:cut]
         indexed = 0
         if self.workdir is not None and thread_id:
@@ -747,7 +773,7 @@ class ContextCompressor:
                 "summarizer.call", attributes={"threadkeeper.messages": len(to_summarize)}
             ):
                 call = self.summarizer.asummarize(
-                    to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
+                    to_summarize, previous_summary=previous, max_tokens=segment_max
                 )
                 # A summarizer that bounds each of its own model calls (one per transcript
                 # chunk) must not be cut off as a whole: long histories take several calls.
@@ -767,18 +793,20 @@ class ContextCompressor:
             metrics.SUMMARIZER_CALLS.labels("error").inc()
             raise SummaryError("summarizer returned an empty summary", fallback=offload_only)
         metrics.SUMMARIZER_CALLS.labels("ok").inc()
-        text = _clip_tokens(text.strip(), self.summary_max_tokens)
+        text = _clip_tokens(text.strip(), segment_max)
         summary = build_summary_message(
             text,
             len(to_summarize),
             previous_summarized=previous_count,
             summary_tokens=self.counter.count_text(text),
             reason=reason,
-            indexed=indexed,
+            # One pointer to the index is enough: a stacked segment names it only if no
+            # earlier one does.
+            indexed=0 if any(INDEX_PATH in m.text for m in kept_stack) else indexed,
             provider_ratio=ratio,
             offload_failures=failures,
         )
-        new_view = [summary, *view[cut:]]
+        new_view = [*kept_stack, summary, *view[cut:]]
         after = base + self.counter.count_messages(new_view)
         kept_ids = {id(m) for m in view[cut:]}
         return CompressionOutcome(

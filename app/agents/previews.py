@@ -348,9 +348,10 @@ def snippet_budgets(items: list[_Item], remaining: int) -> list[int]:
     return budgets
 
 
-def _cells(row: str) -> list[str]:
-    """The id/score cells of a result line (space separated, JSON-quoted when needed)."""
-    cells: list[str] = []
+def _cells(row: str) -> list[str | None]:
+    """The id/score cells of a result line (space separated, JSON-quoted when needed; None
+    for an absent value)."""
+    cells: list[str | None] = []
     rest = row.strip()
     while rest and not rest.startswith("|"):
         if rest.startswith('"'):
@@ -362,7 +363,7 @@ def _cells(row: str) -> list[str]:
             rest = rest[end:].lstrip()
             continue
         head, _, rest = rest.partition(" ")
-        cells.append(head)
+        cells.append(None if head == "-" else head)
         rest = rest.lstrip()
     return cells
 
@@ -384,8 +385,9 @@ def preview_result_ids(text: str, key: str = "id") -> list[str] | None:
             if row.startswith(" ") or " | " not in row:
                 continue  # a snippet line
             cells = _cells(row)
-            if column < len(cells) and cells[column] != "-":
-                ids.append(cells[column])
+            value = cells[column] if column < len(cells) else None
+            if value is not None:
+                ids.append(value)
         return ids
     return None
 

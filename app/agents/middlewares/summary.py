@@ -497,7 +497,10 @@ def _clip_tokens(text: str, max_tokens: int) -> str:
     """Hard cap on the summary size so a verbose summarizer cannot defeat the budget."""
     if count_tokens(text) <= max_tokens:
         return text
-    return truncate_to_tokens(text, max_tokens).rstrip() + "\n[summary truncated]"
+    marker = "\n[summary truncated]"
+    # The marker counts against the cap too (the cap bounds the stacked segments' total).
+    room = max(max_tokens - count_tokens(marker) - 1, 1)
+    return truncate_to_tokens(text, room).rstrip() + marker
 
 
 # --- provider calibration -----------------------------------------------------------------------

@@ -130,7 +130,13 @@ def test_ambiguous_values_are_quoted_and_read_back(tmp_path: Path) -> None:
     """A value that could pass for two columns, a separator or an absent value is JSON-quoted;
     a result lacking a key shows ``-`` in that column."""
     results = [
-        {"id": "two words", "score": 0.5, "title": "A | B", "url": "https://a.example", "content": "x"},
+        {
+            "id": "two words",
+            "score": 0.5,
+            "title": "A | B",
+            "url": "https://a.example",
+            "content": "x",
+        },
         {"id": "-", "doc_id": "d1", "title": "-", "source": "a|b.md", "content": "y"},
         {"id": "plain", "score": 0.25, "title": "Plain title", "content": "z"},
     ]
@@ -303,7 +309,11 @@ async def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Pat
     positions = [preview.index(f"\n{r['id']} {r['doc_id']} ") for r in results]
     assert positions == sorted(positions)
     # ... and the best-scored ones keep a bounded piece of their text, right below their line.
-    rows = [k for k, line in enumerate(lines) if line.split(" ", 1)[0] in {str(r["id"]) for r in results}]
+    rows = [
+        k
+        for k, line in enumerate(lines)
+        if line.split(" ", 1)[0] in {str(r["id"]) for r in results}
+    ]
     assert len(rows) == len(results)
     snippets = {
         number: lines[k + 1][len("    > ") :]

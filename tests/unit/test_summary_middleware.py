@@ -30,6 +30,7 @@ from pydantic import Field
 
 from app.agents.middlewares.summary import (
     SUMMARY_HEADER,
+    SUMMARY_SEGMENTS,
     ContextCompressor,
     NothingToCompress,
     SummaryError,
@@ -37,10 +38,10 @@ from app.agents.middlewares.summary import (
     WorkdirUnavailable,
     build_summary_message,
     deterministic_pass,
-    SUMMARY_SEGMENTS,
     is_summary_message,
     plan_summary,
     stacked_summary_text,
+    summarized_count,
     summary_head,
     summary_text_of,
 )
@@ -514,6 +515,7 @@ async def test_next_summary_is_stacked_after_the_existing_one(tmp_path: Path) ->
     assert meta["summarized_messages"] == first.summarized_messages + second.summarized_messages
     # one pointer to the index is enough: the new segment does not repeat it
     assert INDEX_PATH in second.messages[0].text and INDEX_PATH not in second.messages[1].text
+    assert summarized_count(second.messages) == meta["summarized_messages"]
     assert stacked_summary_text(second.messages) == (
         f"{summary_text_of(second.messages[0])}\n\n{second.summary_text}"
     )

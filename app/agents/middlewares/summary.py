@@ -191,6 +191,12 @@ def stacked_summary_text(messages: Sequence[BaseMessage]) -> str | None:
     return "\n\n".join(t for t in texts if t) or None
 
 
+def summarized_count(messages: Sequence[BaseMessage]) -> int:
+    """Messages summarized so far: the running count the newest leading segment carries."""
+    stack = messages[: summary_head(messages)]
+    return max((int(_meta(m).get("summarized_messages", 0) or 0) for m in stack), default=0)
+
+
 def is_offloaded(message: BaseMessage) -> bool:
     return "offloaded" in _meta(message)
 
@@ -754,12 +760,12 @@ class ContextCompressor:
             return offload_only
 
         stack = view[:head]
-        previous_count = max((int(_meta(m).get("summarized_messages", 0)) for m in stack), default=0)
+        previous_count = summarized_count(stack)
         segment_max = max(self.summary_max_tokens // SUMMARY_SEGMENTS, 1)
         stack_tokens = sum(self.counter.count_text(summary_text_of(m)) for m in stack)
         # Cache-aware: the new segment goes after the existing ones, which stay an unchanged
         # prefix; with no room left for it, everything is folded into one segment.
-        stacking = 0 < head and stack_tokens + segment_max <= self.summary_max_tokens
+        stacking = head > 0 and stack_tokens + segment_max <= self.summary_max_tokens
         previous = None if stacking else stacked_summary_text(stack)
         kept_stack = list(stack) if stacking else []
         to_summarize = view[head:cut]

@@ -29,6 +29,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from app.agents.middlewares.summary import (
+    RESERVED_SEGMENTS,
     SUMMARY_HEADER,
     SUMMARY_SEGMENTS,
     ContextCompressor,
@@ -499,7 +500,8 @@ async def test_next_summary_is_stacked_after_the_existing_one(tmp_path: Path) ->
     first = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
     assert summarizer.previous[0] is None
     segment_max = 400 // SUMMARY_SEGMENTS  # the compressor's summary_max_tokens, shared
-    assert COUNTER.count_text(first.summary_text or "") <= segment_max
+    # a first summary leaves room for RESERVED_SEGMENTS segments
+    assert COUNTER.count_text(first.summary_text or "") <= 400 - RESERVED_SEGMENTS * segment_max
     grown = [*first.messages[:-1], *thread(12, lambda i: kb_payload(f"more {i}", n=10))[4:]]
     second = await comp.compress(grown, thread_id="t", system_message=SYSTEM)
     assert summarizer.calls == 2 and second.summarized
@@ -528,18 +530,18 @@ async def test_stacked_summaries_fold_into_one_when_the_budget_is_used_up(tmp_pa
     segment_max = 400 // SUMMARY_SEGMENTS
     view = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
     heads: list[int] = []
-    for round_ in range(SUMMARY_SEGMENTS + 2):
+    for round_ in range(RESERVED_SEGMENTS + 3):
         outcome = await comp.compress(view, thread_id="t", system_message=SYSTEM)
         assert outcome.summarized
         heads.append(summary_head(outcome.messages))
         stack = outcome.messages[: heads[-1]]
         # the segments together never exceed summary_max_tokens
         assert sum(COUNTER.count_text(summary_text_of(m)) for m in stack) <= 400
-        assert all(COUNTER.count_text(summary_text_of(m)) <= segment_max for m in stack)
+        assert all(COUNTER.count_text(summary_text_of(m)) <= segment_max for m in stack[1:])
         more = thread(12, lambda i, r=round_: kb_payload(f"round {r} {i}", n=10))[4:]
         view = [*outcome.messages[:-1], *more]
     folds = [i for i in range(1, len(heads)) if heads[i] <= heads[i - 1]]
-    assert heads[0] == 1 and folds, heads
+    assert heads[:3] == [1, 2, 3] and folds, heads  # two segments fit after the first
     fold = folds[0]
     assert heads[fold] == 1  # everything folded into one segment ...
     # ... with the earlier segments' text handed to the summarizer, in order

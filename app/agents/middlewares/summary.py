@@ -79,11 +79,13 @@ PREVIEW_CHARS_PER_TOKEN = 3
 DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL, SEARCH_TOOL})
 #: Older summaries listed offloaded files under this header; ``summary_text_of`` strips it.
 ARTIFACTS_HEADER = "Offloaded tool results (full text readable with read_workdir_file):"
-#: A summarization adds one summary segment after the ones the view starts with (they stay an
-#: unchanged, cached prefix); each segment gets at most this share of ``summary_max_tokens``
-#: and the segments together stay within it. When no room is left, they are all folded into
-#: one (of one segment's size) in the same summarizer call.
+#: Cache-aware summaries: a later summarization adds a segment of at most
+#: ``summary_max_tokens // SUMMARY_SEGMENTS`` after the summary the view starts with (which stays
+#: an unchanged, cached prefix). A first summary, or a fold of all segments into one (same
+#: single summarizer call) when the next segment would not fit, gets what leaves room for
+#: ``RESERVED_SEGMENTS`` segments; the segments together never exceed ``summary_max_tokens``.
 SUMMARY_SEGMENTS = 6
+RESERVED_SEGMENTS = 2
 INDEX_HEADER = "Offloaded tool results:"
 
 
@@ -761,11 +763,16 @@ class ContextCompressor:
 
         stack = view[:head]
         previous_count = summarized_count(stack)
-        segment_max = max(self.summary_max_tokens // SUMMARY_SEGMENTS, 1)
+        segment = max(self.summary_max_tokens // SUMMARY_SEGMENTS, 1)
         stack_tokens = sum(self.counter.count_text(summary_text_of(m)) for m in stack)
         # Cache-aware: the new segment goes after the existing ones, which stay an unchanged
-        # prefix; with no room left for it, everything is folded into one segment.
-        stacking = head > 0 and stack_tokens + segment_max <= self.summary_max_tokens
+        # prefix; with no room left for it, everything is folded into one summary.
+        stacking = head > 0 and stack_tokens + segment <= self.summary_max_tokens
+        segment_max = (
+            segment
+            if stacking
+            else max(self.summary_max_tokens - RESERVED_SEGMENTS * segment, segment)
+        )
         previous = None if stacking else stacked_summary_text(stack)
         kept_stack = list(stack) if stacking else []
         to_summarize = view[head:cut]

@@ -10,7 +10,10 @@ Order of operations, cheapest and least lossy first:
    is needed, every large result goes in that one step. Once compacted, new large results arrive
    as previews (append-only view);
 3. still over: summarize the oldest part with the summarizer, keep the recent part and always
-   the current user turn verbatim, never splitting an AI tool call from its tool results;
+   the current user turn verbatim, never splitting an AI tool call from its tool results. The
+   summary the view already starts with is not rewritten: the new part becomes a segment right
+   after it (cached prefix kept), until the segments would exceed ``summary_max_tokens`` and
+   are folded into one in the same summarizer call;
 4. a provider context-overflow error forces step 3 and one retry with a strictly smaller request.
 
 The pieces are small pure functions so each rule is unit-testable; ``ContextCompressor`` chains

@@ -37,6 +37,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agents.messages import marker, message_text, offload_info
+from app.agents.previews import preview_result_ids
 from app.agents.terms import terms as _terms
 from app.agents.tokens import count_tokens, truncate_to_tokens
 
@@ -214,6 +215,15 @@ def _kb_answers(message: ToolMessage, question: str) -> bool:
 
 
 _PREVIEW_ID = re.compile(r"""(?:\bid|"id")\s*[:=]\s*"?([A-Za-z0-9][A-Za-z0-9_.:\-]*)""")
+
+
+def _preview_ids(content: str) -> list[str]:
+    """Result ids a preview names: the ``id`` column of a structured preview (ids are named
+    once in its legend line, not per result), else ``id=`` / ``"id":`` pairs in the text."""
+    column = preview_result_ids(content)
+    if column is not None:
+        return column
+    return _PREVIEW_ID.findall(content)
 
 
 # --------------------------------------------------------------------------- the chat model
@@ -412,7 +422,7 @@ class ExtractiveChatModel(BaseChatModel):
         if not picked:
             return f'I found nothing relevant in the knowledge base for "{_short(question)}".'
         text = " ".join(c.sentence for c in picked)
-        ids = _dedupe(_PREVIEW_ID.findall(content))[:10]
+        ids = _dedupe(_preview_ids(content))[:10]
         refs = f" (results: {', '.join(f'[kb:{i}]' for i in ids)})" if ids else ""
         return f"From a preview of the knowledge base results: {text}{refs}"
 
@@ -560,7 +570,7 @@ def _tool_result_refs(message: ToolMessage, tool: str) -> list[str]:
     try:
         _collect_refs(json.loads(content), tool, refs)
     except (TypeError, ValueError):
-        refs.extend(f"kb:{i}" for i in _PREVIEW_ID.findall(content) if tool == KB_TOOL_NAME)
+        refs.extend(f"kb:{i}" for i in _preview_ids(content) if tool == KB_TOOL_NAME)
         refs.extend(_urls(content))
     return refs
 

@@ -37,6 +37,7 @@ _MAX_SNIPPET_CHARS = 1_200
 #: Characters a snippet line costs beyond its text: indent, newline, "... (+N chars)".
 _SNIPPET_OVERHEAD = 24
 _WS = re.compile(r"\s+")
+_DECODER = json.JSONDecoder()
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 
 
@@ -44,10 +45,14 @@ def preview_header(record: OffloadRecord, *, tool_name: str | None = None) -> st
     """Where the full text lives, how big it is, its digest and how to read it back."""
     who = f"{tool_name} result" if tool_name else "Tool result"
     limit = min(READ_CHUNK_CHARS, record.chars) if record.chars else READ_CHUNK_CHARS
+    # Token-lean (a preview is fresh input on every later request): the path once, the byte
+    # size only when it differs from the character count.
+    size = f"{record.chars} chars"
+    if record.bytes != record.chars:
+        size += f", {record.bytes} bytes"
     return (
-        f"[{who} offloaded to {record.path} ({record.chars} chars, {record.bytes} bytes); "
-        f'read it with read_workdir_file(path="{record.path}", offset=0, limit={limit}), '
-        f"offset and limit in chars; sha256 {record.sha256}]"
+        f"[{who} offloaded to {record.path} ({size}, sha256 {record.sha256}); read it with "
+        f"read_workdir_file(path, offset=0, limit={limit}), offset and limit in chars]"
     )
 
 
@@ -209,17 +214,61 @@ def _clip(text: str, limit: int) -> str:
     return f"{flat[:limit].rstrip()}... (+{len(flat) - limit} chars)"
 
 
-def _meta_line(index: int, item: _Item) -> str:
+def _columns(items: list[_Item]) -> tuple[list[str], list[str]]:
+    """The id and score keys of a result list, in first-seen order: named once in the legend
+    line instead of on every result line."""
+    id_keys = list(dict.fromkeys(k for item in items for k, _ in item.ids))
+    score_keys = list(dict.fromkeys(k for item in items for k, _ in item.scores))
+    return id_keys, score_keys
+
+
+def _cell(value: str | None) -> str:
+    """A column value: ``-`` when absent; JSON-quoted when it could be misread as two columns
+    or as absent."""
+    if not value:
+        return "-"
+    if value == "-" or value.startswith('"') or any(c.isspace() or c == "|" for c in value):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def _column(value: str) -> str:
+    """A ``|``-separated column: verbatim unless it could be misread (holds `` | `` or a line
+    break, is ``-``, is quoted or padded), then JSON-quoted."""
+    flat = value.strip()
+    if (
+        not flat
+        or flat != value
+        or flat == "-"
+        or flat.startswith('"')
+        or "|" in flat
+        or "\n" in flat
+        or "\r" in flat
+    ):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def _meta_line(item: _Item, id_keys: list[str], score_keys: list[str]) -> str:
     """One line per result, token-lean (each preview is fresh input on every later request):
-    ids and scores as ``key=value``, then ``| source | "title" | url`` by position (``-``
-    when absent), then extras."""
-    keyed = [f"{k}={v}" for k, v in [*item.ids, *item.scores]]
-    title = None
-    if item.title:
-        title = json.dumps(item.title[:_MAX_TITLE_CHARS], ensure_ascii=False)
-    columns = [item.source or "-", title or "-", item.url or "-"]
-    line = " ".join([f"[{index}]", *keyed]) + " | " + " | ".join(columns)
+    the id and score values in the legend's column order (``-`` when a result lacks one), then
+    ``| source | title | url`` by position (``-`` when absent; a value that could be misread as
+    a separator or as absent is JSON-quoted), then extras."""
+    ids, scores = dict(item.ids), dict(item.scores)
+    values = [_cell(ids.get(k)) for k in id_keys] + [_cell(scores.get(k)) for k in score_keys]
+    title = _column(item.title[:_MAX_TITLE_CHARS]) if item.title else None
+    columns = [_column(item.source) if item.source else "-", title or "-", item.url or "-"]
+    line = " ".join(values) + " | " + " | ".join(columns) if values else " | ".join(columns)
     return " ".join([line, *item.extra])
+
+
+#: Start of the legend line of a structured preview (``preview_result_ids`` reads it back).
+LEGEND = "in order, one result per line: "
+
+
+def legend(id_keys: list[str], score_keys: list[str]) -> str:
+    keyed = " ".join([*id_keys, *score_keys])
+    return LEGEND + (f"{keyed} | " if keyed else "") + "source | title | url"
 
 
 def structured_preview(
@@ -237,8 +286,9 @@ def structured_preview(
         summary += f" (reported count {parsed.count})"
     if parsed.query:
         summary += f" for query {json.dumps(_clip(parsed.query, 300), ensure_ascii=False)}"
-    lines.append(summary + ", in order; each: [n] ids scores | source | title | url")
-    meta = [_meta_line(i, item) for i, item in enumerate(items, start=1)]
+    id_keys, score_keys = _columns(items)
+    lines.append(f"{summary}; {legend(id_keys, score_keys)}")
+    meta = [_meta_line(item, id_keys, score_keys) for item in items]
     fixed = sum(len(line) + 1 for line in lines) + sum(len(m) + 1 for m in meta)
     remaining = max(budget_chars - fixed, 0)
     if parsed.answer:
@@ -296,6 +346,50 @@ def snippet_budgets(items: list[_Item], remaining: int) -> list[int]:
         budgets[index] = max(min(lengths[index], share, _MAX_SNIPPET_CHARS), 0)
         left -= budgets[index] + _SNIPPET_OVERHEAD
     return budgets
+
+
+def _cells(row: str) -> list[str | None]:
+    """The id/score cells of a result line (space separated, JSON-quoted when needed; None
+    for an absent value)."""
+    cells: list[str | None] = []
+    rest = row.strip()
+    while rest and not rest.startswith("|"):
+        if rest.startswith('"'):
+            try:
+                value, end = _DECODER.raw_decode(rest)
+            except ValueError:
+                return cells
+            cells.append(str(value))
+            rest = rest[end:].lstrip()
+            continue
+        head, _, rest = rest.partition(" ")
+        cells.append(None if head == "-" else head)
+        rest = rest.lstrip()
+    return cells
+
+
+def preview_result_ids(text: str, key: str = "id") -> list[str] | None:
+    """The ``key`` column of every result line of a structured preview, in order (``[]`` when
+    the results have no such key); ``None`` when ``text`` has no legend line."""
+    lines = text.splitlines()
+    for position, line in enumerate(lines):
+        start = line.find(LEGEND)
+        if start < 0:
+            continue
+        keys = line[start + len(LEGEND) :].split(" | ")[0].split()
+        if key not in keys or keys[0] == "source":
+            return []
+        column = keys.index(key)
+        ids: list[str] = []
+        for row in lines[position + 1 :]:
+            if row.startswith(" ") or " | " not in row:
+                continue  # a snippet line
+            cells = _cells(row)
+            value = cells[column] if column < len(cells) else None
+            if value is not None:
+                ids.append(value)
+        return ids
+    return None
 
 
 def identity_of(entry: dict[str, Any]) -> dict[str, str]:

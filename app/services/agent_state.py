@@ -11,7 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text, offload_info
-from app.agents.middlewares.summary import is_summary_message, summary_text_of
+from app.agents.middlewares.summary import (
+    is_summary_message,
+    stacked_summary_text,
+    summarized_count,
+)
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunRepository, RunRequestRepository
@@ -83,11 +87,9 @@ class AgentStateService:
         tokens = compressor.count(
             snapshot.messages, system_message=self.agent.system_message, tools=self.agent.tools
         )
-        summary = next((m for m in snapshot.messages if is_summary_message(m)), None)
-        summarized = 0
-        if summary is not None:
-            meta = (summary.additional_kwargs or {}).get("threadkeeper") or {}
-            summarized = int(meta.get("summarized_messages", 0) or 0)
+        # The summary may be several stacked segments at the head of the view.
+        summary_present = any(is_summary_message(m) for m in snapshot.messages)
+        summarized = summarized_count(snapshot.messages)
         if not self.agent.capabilities.get("manual_compression", False):
             available, reason = False, "not_supported"
         elif busy is not None:
@@ -99,9 +101,9 @@ class AgentStateService:
         return StateView(
             thread_id=thread_id,
             messages=[describe_message(m) for m in snapshot.messages],
-            summary_present=summary is not None,
+            summary_present=summary_present,
             summarized_messages=summarized,
-            summary_text=summary_text_of(summary) if summary is not None else None,
+            summary_text=stacked_summary_text(snapshot.messages),
             input_tokens=tokens,
             summary_threshold=threshold,
             pressure=round(tokens / threshold, 4) if threshold else 0.0,

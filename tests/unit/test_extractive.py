@@ -206,6 +206,40 @@ def test_preview_and_non_json_kb_output_are_handled() -> None:
     assert "[kb:m-7]" in model.invoke(history).content
 
 
+def test_ids_are_read_from_a_column_legend_preview(tmp_path: Any) -> None:
+    """Our structured previews name the key names once (legend line), not per result: the
+    offline model still cites the ids of the ``id`` column, and only those."""
+    import asyncio
+
+    from app.agents.previews import structured_preview
+    from app.agents.workdir import Workdir
+
+    results = [
+        {
+            "id": f"c-{i}",
+            "doc_id": f"doc-{i}",
+            "score": 0.9 - i / 10,
+            "title": f"Lease notes {i}",
+            "content": "A run lease expires after 30 seconds unless renewed. " * 10,
+        }
+        for i in range(3)
+    ]
+    text = json.dumps({"query": QUESTION, "results": results})
+    record = asyncio.run(Workdir(tmp_path).write_tool_result("t", "call_1", text))
+    preview = structured_preview("query_kb", text, record, 2400)
+    assert preview is not None and "id=" not in preview
+    call = {"name": "query_kb", "args": {"query": QUESTION}, "id": "call_1", "type": "tool_call"}
+    history = [
+        HumanMessage(QUESTION),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(preview, tool_call_id="call_1", name="query_kb"),
+    ]
+    answer = ExtractiveChatModel().invoke(history).content
+    assert "lease expires after 30 seconds" in answer
+    assert all(f"[kb:c-{i}]" in answer for i in range(3))
+    assert "[kb:doc-" not in answer
+
+
 def test_without_tools_answers_from_the_conversation() -> None:
     model = ExtractiveChatModel()
     history = [

@@ -18,6 +18,7 @@ from app.agents.previews import (
     build_preview,
     generic_preview,
     preview_header,
+    preview_result_ids,
     structured_preview,
 )
 from app.agents.tokens import TokenCounter
@@ -57,9 +58,14 @@ def test_header_names_file_size_digest_and_reader(tmp_path: Path) -> None:
     record = record_for(tmp_path, text)
     header = preview_header(record)
     assert "tool-results/call_1.txt" in header
-    assert f"{record.chars} chars" in header and f"{record.bytes} bytes" in header
+    assert f"{record.chars} chars" in header
+    assert "bytes" not in header  # ASCII: bytes == chars, said once
+    assert header.count("tool-results/call_1.txt") == 1  # the path once
     assert hashlib.sha256((tmp_path / record.key).read_bytes()).hexdigest() in header
-    assert 'read_workdir_file(path="tool-results/call_1.txt", offset=0, limit=5000)' in header
+    assert "read_workdir_file(path, offset=0, limit=5000)" in header
+    wide = record_for(tmp_path, "\u00e9" * 3000, "call_2")
+    assert wide.bytes != wide.chars
+    assert f"({wide.chars} chars, {wide.bytes} bytes," in preview_header(wide)
 
 
 def test_generic_preview_head_middle_tail_with_omitted_counts(tmp_path: Path) -> None:
@@ -90,29 +96,61 @@ def test_structured_preview_keeps_all_50_results_in_order(tmp_path: Path) -> Non
     for result in payload["results"]:
         for key in ("id", "doc_id", "source", "url"):
             assert str(result[key]) in preview, (key, result[key])
-        assert json.dumps(result["title"]) in preview
-        assert f"score={json.dumps(result['score'])}" in preview
-        positions.append(preview.index(f"id={result['id']}"))
+        assert f"| {result['title']} |" in preview
+        positions.append(
+            preview.index(f"{result['id']} {result['doc_id']} {json.dumps(result['score'])} |")
+        )
     assert positions == sorted(positions)
+    assert preview_result_ids(preview) == [r["id"] for r in payload["results"]]
     assert len(preview) < len(text) / 3
 
 
 def test_identity_lines_are_token_lean(tmp_path: Path) -> None:
     """Every later request re-sends each preview, so its per-result identity costs tokens on
-    every turn: one line per result, ids and scores keyed, then source | title | url by
-    position (no repeated key names, no text-length notes)."""
+    every turn: the key names once in a legend line, then one line per result with the id and
+    score values in that order, then source | title | url by position (no per-result key
+    names or numbers, no quotes unless a value needs them, no text-length notes)."""
     payload = query_kb_payload(20)
     text = json.dumps(payload)
     preview = structured_preview("query_kb", text, record_for(tmp_path, text), 0)
     assert preview is not None
+    assert preview.splitlines()[1].endswith(
+        "; in order, one result per line: id doc_id score | source | title | url"
+    )
     lines = preview.splitlines()[2:]
     assert len(lines) == 20
-    for number, (line, r) in enumerate(zip(lines, payload["results"], strict=True), start=1):
-        title = json.dumps(r["title"])
+    for line, r in zip(lines, payload["results"], strict=True):
         assert line == (
-            f"[{number}] id={r['id']} doc_id={r['doc_id']} score={json.dumps(r['score'])}"
-            f" | {r['source']} | {title} | {r['url']}"
+            f"{r['id']} {r['doc_id']} {json.dumps(r['score'])}"
+            f" | {r['source']} | {r['title']} | {r['url']}"
         )
+
+
+def test_ambiguous_values_are_quoted_and_read_back(tmp_path: Path) -> None:
+    """A value that could pass for two columns, a separator or an absent value is JSON-quoted;
+    a result lacking a key shows ``-`` in that column."""
+    results = [
+        {
+            "id": "two words",
+            "score": 0.5,
+            "title": "A | B",
+            "url": "https://a.example",
+            "content": "x",
+        },
+        {"id": "-", "doc_id": "d1", "title": "-", "source": "a|b.md", "content": "y"},
+        {"id": "plain", "score": 0.25, "title": "Plain title", "content": "z"},
+    ]
+    text = json.dumps({"results": results})
+    preview = structured_preview("query_kb", text, record_for(tmp_path, text), 0)
+    assert preview is not None
+    lines = preview.splitlines()
+    assert lines[1].endswith("one result per line: id doc_id score | source | title | url")
+    assert lines[2] == '"two words" - 0.5 | - | "A | B" | https://a.example'
+    assert lines[3] == '"-" d1 - | "a|b.md" | "-" | -'
+    assert lines[4] == "plain - 0.25 | - | Plain title | -"
+    assert preview_result_ids(preview) == ["two words", "-", "plain"]
+    assert preview_result_ids(preview, "doc_id") == ["d1"]
+    assert preview_result_ids("no legend here") is None
 
 
 def test_structured_preview_shrinks_snippets_to_budget(tmp_path: Path) -> None:
@@ -149,13 +187,13 @@ def test_dify_style_chunk_list(tmp_path: Path) -> None:
     assert preview is not None and "12 results" in preview
     for i, chunk in enumerate(chunks):
         meta = chunk["metadata"]
-        assert f"chunk_id={meta['chunk_id']}" in preview
-        assert f"file_id={meta['file_id']}" in preview
-        assert f"chunk_index={i}" in preview
-        assert f"| {meta['source']} | - | - filepath={meta['filepath']}" in preview
-        assert f"filepath={meta['filepath']}" in preview
-        for key in ("score", "bm25_score", "rerank_score"):
-            assert f"{key}={json.dumps(chunk[key])}" in preview
+        scores = " ".join(json.dumps(chunk[k]) for k in ("score", "bm25_score", "rerank_score"))
+        assert (
+            f"\n{meta['chunk_id']} {meta['file_id']} {i} {scores}"
+            f" | {meta['source']} | - | - filepath={meta['filepath']}\n"
+        ) in preview
+    assert "chunk_id file_id chunk_index score bm25_score rerank_score | source" in preview
+    assert preview_result_ids(preview, "chunk_id") == [c["metadata"]["chunk_id"] for c in chunks]
 
 
 def test_tavily_shape_with_answer(tmp_path: Path) -> None:
@@ -179,8 +217,9 @@ def test_tavily_shape_with_answer(tmp_path: Path) -> None:
     assert preview is not None
     assert "answer: Checkpoints store the graph state per thread." in preview
     for result in payload["results"]:
-        assert f"| - | {json.dumps(result['title'])} | {result['url']} " in preview
-        assert f"score={json.dumps(result['score'])}" in preview
+        assert f"{json.dumps(result['score'])} | - | {result['title']} | {result['url']} " in (
+            preview
+        )
     assert "raw_content 12000 chars" in preview
     assert "raw raw raw" not in preview
 
@@ -197,7 +236,7 @@ def test_searxng_shape(tmp_path: Path) -> None:
     text = json.dumps(payload)
     preview = structured_preview("web_search", text, record_for(tmp_path, text), BUDGET)
     assert preview is not None
-    assert all(f'"T{i}" | https://s{i}.example' in preview for i in range(3))
+    assert all(f"\n{i} | - | T{i} | https://s{i}.example" in preview for i in range(3))
 
 
 @pytest.mark.parametrize(
@@ -267,13 +306,19 @@ async def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Pat
     results = json.loads(text)["results"]
     lines = preview.splitlines()
     # Every result keeps its identity, in order ...
-    positions = [preview.index(f"id={r['id']} doc_id={r['doc_id']}") for r in results]
+    positions = [preview.index(f"\n{r['id']} {r['doc_id']} ") for r in results]
     assert positions == sorted(positions)
     # ... and the best-scored ones keep a bounded piece of their text, right below their line.
-    snippets = {
-        int(line[1 : line.index("]")]): lines[k + 1][len("    > ") :]
+    rows = [
+        k
         for k, line in enumerate(lines)
-        if line.startswith("[") and k + 1 < len(lines) and lines[k + 1].startswith("    > ")
+        if line.split(" ", 1)[0] in {str(r["id"]) for r in results}
+    ]
+    assert len(rows) == len(results)
+    snippets = {
+        number: lines[k + 1][len("    > ") :]
+        for number, k in enumerate(rows, start=1)
+        if k + 1 < len(lines) and lines[k + 1].startswith("    > ")
     }
     assert len(snippets) >= 2, preview
     assert sorted(snippets) == list(range(1, len(snippets) + 1))  # scores descend in this list
@@ -302,8 +347,7 @@ def test_snippets_go_to_the_best_scored_results_in_original_order(tmp_path: Path
     shown = re.findall(r"> text of (r\d)", preview)
     assert shown == ["r1", "r3", "r4"]  # the three best, in the list's own order
     assert len(preview) <= room
-    for i in range(6):
-        assert f"[{i + 1}] id=r{i} " in preview
+    assert preview_result_ids(preview) == [f"r{i}" for i in range(6)]
 
     # ``distance`` ranks the other way round; short texts leave room for more results.
     near = [

@@ -29,7 +29,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from app.agents.middlewares.summary import (
+    RESERVED_SEGMENTS,
     SUMMARY_HEADER,
+    SUMMARY_SEGMENTS,
     ContextCompressor,
     NothingToCompress,
     SummaryError,
@@ -39,6 +41,10 @@ from app.agents.middlewares.summary import (
     deterministic_pass,
     is_summary_message,
     plan_summary,
+    stacked_summary_text,
+    summarized_count,
+    summary_head,
+    summary_text_of,
 )
 from app.agents.overflow import is_context_overflow
 from app.agents.tokens import TokenCounter
@@ -277,7 +283,8 @@ async def test_offload_brings_it_under_threshold_zero_summarizer_calls(tmp_path:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             assert digest == meta["sha256"]
             assert f"sha256 {digest}" in new.text
-            assert f'read_workdir_file(path="{meta["path"]}"' in new.text
+            assert f"offloaded to {meta['path']} (" in new.text
+            assert "read it with read_workdir_file(path, offset=0, limit=" in new.text
     # oldest first, stopping once under the threshold: the newest result may stay verbatim
     assert outcome.offloaded[0].tool_call_id == "call_0"
 
@@ -475,26 +482,71 @@ async def test_every_id_url_title_score_of_50_results_survives(tmp_path: Path) -
     assert summarizer.calls == 0
     visible = "\n".join(m.text for m in outcome.messages)
     assert outcome.offloaded and outcome.after_tokens < outcome.before_tokens / 2
+    assert "one result per line: id doc_id score | source | title | url" in visible
     for result in json.loads(payload)["results"]:
-        assert f"id={result['id']}" in visible
-        assert f"| {json.dumps(result['title'])} | {result['url']}" in visible
-        assert f"score={json.dumps(result['score'])}" in visible
+        assert (
+            f"\n{result['id']} {result['doc_id']} {json.dumps(result['score'])} | "
+            f"{result['source']} | {result['title']} | {result['url']}"
+        ) in visible
 
 
 @pytest.mark.asyncio
-async def test_existing_summary_is_folded_into_the_next(tmp_path: Path) -> None:
+async def test_next_summary_is_stacked_after_the_existing_one(tmp_path: Path) -> None:
+    """Cache-aware: the summary the view starts with stays an unchanged prefix; the new one
+    (of the newly summarized messages only) follows it, each within its share of the budget."""
     summarizer = CountingSummarizer()
     comp = compressor(tmp_path, summarizer, threshold=4000)
     messages = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
     first = await comp.compress(messages, thread_id="t", system_message=SYSTEM)
+    assert summarizer.previous[0] is None
+    segment_max = 400 // SUMMARY_SEGMENTS  # the compressor's summary_max_tokens, shared
+    # a first summary leaves room for RESERVED_SEGMENTS segments
+    assert COUNTER.count_text(first.summary_text or "") <= 400 - RESERVED_SEGMENTS * segment_max
     grown = [*first.messages[:-1], *thread(12, lambda i: kb_payload(f"more {i}", n=10))[4:]]
     second = await comp.compress(grown, thread_id="t", system_message=SYSTEM)
-    assert summarizer.calls == 2
-    assert summarizer.previous[1] == first.summary_text
+    assert summarizer.calls == 2 and second.summarized
+    assert summarizer.previous[1] is None  # a segment: nothing folded in
     assert all(not is_summary_message(m) for m in summarizer.inputs[1])
-    assert sum(is_summary_message(m) for m in second.messages) == 1
-    meta = second.messages[0].additional_kwargs["threadkeeper"]
+    # the first summary message is untouched (same id, same text): the request prefix survives
+    assert second.messages[0] is first.messages[0]
+    assert summary_head(second.messages) == 2
+    assert sum(is_summary_message(m) for m in second.messages) == 2
+    assert COUNTER.count_text(second.summary_text or "") <= segment_max
+    assert second.messages[1].text.endswith(second.summary_text or "")
+    meta = second.messages[1].additional_kwargs["threadkeeper"]
     assert meta["summarized_messages"] == first.summarized_messages + second.summarized_messages
+    # one pointer to the index is enough: the new segment does not repeat it
+    assert INDEX_PATH in second.messages[0].text and INDEX_PATH not in second.messages[1].text
+    assert summarized_count(second.messages) == meta["summarized_messages"]
+    assert stacked_summary_text(second.messages) == (
+        f"{summary_text_of(second.messages[0])}\n\n{second.summary_text}"
+    )
+
+
+@pytest.mark.asyncio
+async def test_stacked_summaries_fold_into_one_when_the_budget_is_used_up(tmp_path: Path) -> None:
+    summarizer = CountingSummarizer()
+    comp = compressor(tmp_path, summarizer, threshold=4000)
+    segment_max = 400 // SUMMARY_SEGMENTS
+    view = thread(12, lambda i: kb_payload(f"topic {i}", n=10))
+    heads: list[int] = []
+    for round_ in range(RESERVED_SEGMENTS + 3):
+        outcome = await comp.compress(view, thread_id="t", system_message=SYSTEM)
+        assert outcome.summarized
+        heads.append(summary_head(outcome.messages))
+        stack = outcome.messages[: heads[-1]]
+        # the segments together never exceed summary_max_tokens
+        assert sum(COUNTER.count_text(summary_text_of(m)) for m in stack) <= 400
+        assert all(COUNTER.count_text(summary_text_of(m)) <= segment_max for m in stack[1:])
+        more = thread(12, lambda i, r=round_: kb_payload(f"round {r} {i}", n=10))[4:]
+        view = [*outcome.messages[:-1], *more]
+    folds = [i for i in range(1, len(heads)) if heads[i] <= heads[i - 1]]
+    assert heads[:3] == [1, 2, 3] and folds, heads  # two segments fit after the first
+    fold = folds[0]
+    assert heads[fold] == 1  # everything folded into one segment ...
+    # ... with the earlier segments' text handed to the summarizer, in order
+    assert summarizer.previous[fold] is not None
+    assert summarizer.previous[fold].startswith("summary #1 of")
 
 
 @pytest.mark.asyncio
@@ -623,7 +675,9 @@ async def test_agent_summary_persists_and_next_call_starts_with_it(tmp_path: Pat
     state = await graph.aget_state(config)
     messages = state.values["messages"]
     assert is_summary_message(messages[0])
-    assert sum(is_summary_message(m) for m in messages) == 1
+    # summary segments only at the head of the view
+    head = summary_head(messages)
+    assert sum(is_summary_message(m) for m in messages) == head >= 1
     assert len({m.id for m in messages}) == len(messages)
     assert_pairs_intact(messages)
     assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
@@ -731,10 +785,10 @@ async def test_summary_names_the_index_of_every_original_with_no_cap(tmp_path: P
     grown = [*first.messages[:-1], *thread(12, lambda i: kb_payload(f"more {i}", n=10))[4:]]
     second = await comp.compress(grown, thread_id="t", system_message=SYSTEM)
     assert second.summarized
-    # the previous summary is folded as prose, without the index note (added once, fresh)
-    assert summarizer.previous[1] == first.summary_text
-    assert INDEX_PATH not in (summarizer.previous[1] or "")
-    assert second.messages[0].text.count(INDEX_PATH) == 1
+    # the new segment follows the first summary, which still names the index (once in all)
+    assert second.messages[0] is first.messages[0]
+    assert summarizer.previous[1] is None
+    assert sum(m.text.count(INDEX_PATH) for m in second.messages) == 1
 
 
 def with_new_result(messages: list[BaseMessage], text: str) -> list[BaseMessage]:

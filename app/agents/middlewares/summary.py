@@ -10,7 +10,10 @@ Order of operations, cheapest and least lossy first:
    is needed, every large result goes in that one step. Once compacted, new large results arrive
    as previews (append-only view);
 3. still over: summarize the oldest part with the summarizer, keep the recent part and always
-   the current user turn verbatim, never splitting an AI tool call from its tool results;
+   the current user turn verbatim, never splitting an AI tool call from its tool results. The
+   summary the view already starts with is not rewritten: the new part becomes a segment right
+   after it (cached prefix kept), until the segments would exceed ``summary_max_tokens`` and
+   are folded into one in the same summarizer call;
 4. a provider context-overflow error forces step 3 and one retry with a strictly smaller request.
 
 The pieces are small pure functions so each rule is unit-testable; ``ContextCompressor`` chains
@@ -79,6 +82,13 @@ PREVIEW_CHARS_PER_TOKEN = 3
 DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({RECOVERY_TOOL, SEARCH_TOOL})
 #: Older summaries listed offloaded files under this header; ``summary_text_of`` strips it.
 ARTIFACTS_HEADER = "Offloaded tool results (full text readable with read_workdir_file):"
+#: Cache-aware summaries: a later summarization adds a segment of at most
+#: ``summary_max_tokens // SUMMARY_SEGMENTS`` after the summary the view starts with (which stays
+#: an unchanged, cached prefix). A first summary, or a fold of all segments into one (same
+#: single summarizer call) when the next segment would not fit, gets what leaves room for
+#: ``RESERVED_SEGMENTS`` segments; the segments together never exceed ``summary_max_tokens``.
+SUMMARY_SEGMENTS = 6
+RESERVED_SEGMENTS = 2
 INDEX_HEADER = "Offloaded tool results:"
 
 
@@ -172,6 +182,26 @@ def is_summary_message(message: BaseMessage) -> bool:
     )
 
 
+def summary_head(messages: Sequence[BaseMessage]) -> int:
+    """How many summary messages (segments) the view starts with."""
+    count = 0
+    while count < len(messages) and is_summary_message(messages[count]):
+        count += 1
+    return count
+
+
+def stacked_summary_text(messages: Sequence[BaseMessage]) -> str | None:
+    """The summary the view starts with: its segments' texts in order, or None."""
+    texts = [summary_text_of(m) for m in messages[: summary_head(messages)]]
+    return "\n\n".join(t for t in texts if t) or None
+
+
+def summarized_count(messages: Sequence[BaseMessage]) -> int:
+    """Messages summarized so far: the running count the newest leading segment carries."""
+    stack = messages[: summary_head(messages)]
+    return max((int(_meta(m).get("summarized_messages", 0) or 0) for m in stack), default=0)
+
+
 def is_offloaded(message: BaseMessage) -> bool:
     return "offloaded" in _meta(message)
 
@@ -191,10 +221,10 @@ def summary_text_of(message: BaseMessage) -> str:
 def index_note(indexed: int) -> str:
     """The summary's pointer to every offloaded original (one line, however many there are)."""
     return (
-        f"{INDEX_HEADER} all {indexed} full originals are kept in this thread's workdir and "
-        f"listed in the file {INDEX_PATH} (one JSON line each: path, tool, args, result ids, "
-        "URLs, titles, sha256). Find text in any of them with search_workdir(query) and read "
-        "one with read_workdir_file(path, offset, limit)."
+        f"{INDEX_HEADER} all {indexed} full originals so far (and every later one) are kept in "
+        f"this thread's workdir and listed in the file {INDEX_PATH} (one JSON line each: path, "
+        "tool, args, result ids, URLs, titles, sha256). Find text in any of them with "
+        "search_workdir(query) and read one with read_workdir_file(path, offset, limit)."
     )
 
 
@@ -449,12 +479,12 @@ def plan_summary(
 
     The current user turn is always kept (even when it alone is oversized); older messages are
     kept only while the kept tail (current turn included) stays within ``keep_recent_tokens``;
-    the cut never separates an AIMessage with tool_calls from its ToolMessages. A leading
-    summary message is part of the summarized side (it is folded into the new summary).
-    A result ``<= head`` (0, or 1 when a summary leads) means there is nothing to summarize.
+    the cut never separates an AIMessage with tool_calls from its ToolMessages. The leading
+    summary segments are never cut (they stay, or get folded into the new summary).
+    A result ``<= head`` (the number of leading summary segments) means nothing to summarize.
     """
     n = len(messages)
-    head = 1 if n and is_summary_message(messages[0]) else 0
+    head = summary_head(messages)
     unsafe = _unsafe_cuts(messages)
     turn = current_turn_start(messages)
     if turn >= n:  # no user message: keep at least the last complete group
@@ -478,7 +508,10 @@ def _clip_tokens(text: str, max_tokens: int) -> str:
     """Hard cap on the summary size so a verbose summarizer cannot defeat the budget."""
     if count_tokens(text) <= max_tokens:
         return text
-    return truncate_to_tokens(text, max_tokens).rstrip() + "\n[summary truncated]"
+    marker = "\n[summary truncated]"
+    # The marker counts against the cap too (the cap bounds the stacked segments' total).
+    room = max(max_tokens - count_tokens(marker) - 1, 1)
+    return truncate_to_tokens(text, room).rstrip() + marker
 
 
 # --- provider calibration -----------------------------------------------------------------------
@@ -722,7 +755,7 @@ class ContextCompressor:
         cut = plan_summary(
             view, counter=self.counter, keep_recent_tokens=int(self.keep_recent_tokens / ratio)
         )
-        head = 1 if view and is_summary_message(view[0]) else 0
+        head = summary_head(view)
         if cut <= head:
             if force and not replaced:
                 raise NothingToCompress(
@@ -731,8 +764,20 @@ class ContextCompressor:
                 )
             return offload_only
 
-        previous = summary_text_of(view[0]) if head else None
-        previous_count = int(_meta(view[0]).get("summarized_messages", 0)) if head else 0
+        stack = view[:head]
+        previous_count = summarized_count(stack)
+        segment = max(self.summary_max_tokens // SUMMARY_SEGMENTS, 1)
+        stack_tokens = sum(self.counter.count_text(summary_text_of(m)) for m in stack)
+        # Cache-aware: the new segment goes after the existing ones, which stay an unchanged
+        # prefix; with no room left for it, everything is folded into one summary.
+        stacking = head > 0 and stack_tokens + segment <= self.summary_max_tokens
+        segment_max = (
+            segment
+            if stacking
+            else max(self.summary_max_tokens - RESERVED_SEGMENTS * segment, segment)
+        )
+        previous = None if stacking else stacked_summary_text(stack)
+        kept_stack = list(stack) if stacking else []
         to_summarize = view[head:cut]
         indexed = 0
         if self.workdir is not None and thread_id:
@@ -747,7 +792,7 @@ class ContextCompressor:
                 "summarizer.call", attributes={"threadkeeper.messages": len(to_summarize)}
             ):
                 call = self.summarizer.asummarize(
-                    to_summarize, previous_summary=previous, max_tokens=self.summary_max_tokens
+                    to_summarize, previous_summary=previous, max_tokens=segment_max
                 )
                 # A summarizer that bounds each of its own model calls (one per transcript
                 # chunk) must not be cut off as a whole: long histories take several calls.
@@ -767,18 +812,20 @@ class ContextCompressor:
             metrics.SUMMARIZER_CALLS.labels("error").inc()
             raise SummaryError("summarizer returned an empty summary", fallback=offload_only)
         metrics.SUMMARIZER_CALLS.labels("ok").inc()
-        text = _clip_tokens(text.strip(), self.summary_max_tokens)
+        text = _clip_tokens(text.strip(), segment_max)
         summary = build_summary_message(
             text,
             len(to_summarize),
             previous_summarized=previous_count,
             summary_tokens=self.counter.count_text(text),
             reason=reason,
-            indexed=indexed,
+            # One pointer to the index is enough: a stacked segment names it only if no
+            # earlier one does.
+            indexed=0 if any(INDEX_PATH in m.text for m in kept_stack) else indexed,
             provider_ratio=ratio,
             offload_failures=failures,
         )
-        new_view = [summary, *view[cut:]]
+        new_view = [*kept_stack, summary, *view[cut:]]
         after = base + self.counter.count_messages(new_view)
         kept_ids = {id(m) for m in view[cut:]}
         return CompressionOutcome(

@@ -286,6 +286,12 @@ class Phase:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
+    #: CPU seconds the app's HTTP process used during the phase (all its requests and tasks).
+    cpu_seconds: float = float("nan")
+
+    def cpu_share(self) -> float:
+        """The HTTP process's CPU use over the phase: near 100% means it was the bottleneck."""
+        return self.cpu_seconds / self.seconds * 100 if self.seconds else float("nan")
 
     @property
     def ok(self) -> int:
@@ -623,6 +629,32 @@ async def sql_per_post(
             return counts
 
 
+# --- the HTTP process's CPU ------------------------------------------------------------------------
+def server_pid(base: str) -> int:
+    """The child process listening on ``base``'s port (its socket inode in /proc/net/tcp)."""
+    port = endpoint(base)[1]
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
+            inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return int(proc.name)
+    raise SystemExit(f"no process listens on {base}")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of ``pid`` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- audit -------------------------------------------------------------------------------------------
 def audit(database_url: str, threads: list[str], accepted: list[Accepted]) -> list[str]:
     """Over the load phases' threads: every 202 stored once and intact, nothing else stored."""
@@ -681,9 +713,16 @@ async def load_phases(
         else None
     )
     phases: list[Phase] = []
+    pid = server_pid(base)
     for clients in args.concurrency:
-        phases.append(await closed_loop(base, poster, clients, args.seconds))
-        phases.append(await open_loop(base, poster, clients, args.seconds, args.rate))
+        for run_phase in (
+            closed_loop(base, poster, clients, args.seconds),
+            open_loop(base, poster, clients, args.seconds, args.rate),
+        ):
+            before = process_cpu_seconds(pid)
+            phase = await run_phase
+            phase.cpu_seconds = process_cpu_seconds(pid) - before
+            phases.append(phase)
     stop.set()
     compress_phase = await racing if racing is not None else None
     return phases, compress_phase, accepted
@@ -762,13 +801,15 @@ def report(
         f"{args.compressors} CompressContext clients racing, layouts: deploy = API process + "
         f"separate worker process (deploy/docker-compose.yml), single = one process with the "
         f"in-process worker (scripts/serve.sh); floor = Litestar + asyncpg, same SQL; "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs; cpu% = the HTTP process's CPU use over the phase (100 = one "
+        "core, all one Python process can use: that process was the bottleneck)"
     )
     top = max(args.concurrency)
     for layout in args.layouts:
         print(
-            f"\n{layout + ' phase':<20}{'service/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
-            f"{'floor/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'svc/floor':>11}  service statuses"
+            f"\n{layout + ' phase':<20}{'service/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'cpu%':>6}"
+            f"{'floor/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'cpu%':>6}{'svc/floor':>11}"
+            "  service statuses"
         )
         for svc, flo in zip(results[layout], results["floor"], strict=True):
             ratio = svc.rate() / flo.rate() if flo.rate() else float("nan")
@@ -776,8 +817,8 @@ def report(
             errors = f" errors {dict(svc.errors)}" if svc.errors else ""
             print(
                 f"{svc.name:<20}{svc.rate():>10.1f}{svc.p(0.5):>9.1f}{svc.p(0.99):>9.1f}"
-                f"{flo.rate():>10.1f}{flo.p(0.5):>9.1f}{flo.p(0.99):>9.1f}{ratio:>11.2f}  "
-                f"{codes}{errors}"
+                f"{svc.cpu_share():>6.0f}{flo.rate():>10.1f}{flo.p(0.5):>9.1f}{flo.p(0.99):>9.1f}"
+                f"{flo.cpu_share():>6.0f}{ratio:>11.2f}  {codes}{errors}"
             )
         for svc, flo in zip(results[layout], results["floor"], strict=True):
             if svc.name == f"closed c={top}":

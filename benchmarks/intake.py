@@ -757,7 +757,7 @@ async def measure(
     # 1. SQL per PostMessage (worker off, through the counting proxy)
     sql = {
         kind: await sql_per_post(kind, db, workdir, logs, args.sql_samples)
-        for kind, db in (("service", service_dbs[args.layouts[0]]), ("floor", floor_db))
+        for kind, db in (("service", service_dbs["sql"]), ("floor", floor_db))
     }
     for layout in args.layouts:
         service_db = service_dbs[layout]
@@ -873,10 +873,11 @@ def main(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         with contextlib.ExitStack() as stack:
-            # One database per layout: a layout's backlog must not load the next one's worker.
+            # One database per layout: a layout's backlog must not load the next one's worker
+            # (nor the SQL count's posts the first layout's).
             service_dbs = {
                 layout: stack.enter_context(fresh_database(server, f"tk_intake_{layout}"))
-                for layout in args.layouts
+                for layout in ("sql", *args.layouts)
             }
             floor_db = stack.enter_context(fresh_database(server, "tk_floor"))
             with contextlib.suppress(ImportError):

@@ -52,4 +52,11 @@ async def api_key_guard(
 
 
 async def provide_principal(request: Request[Any, Any, Any]) -> str:
+    return principal_of(request)
+
+
+def principal_of(request: Request[Any, Any, Any]) -> str:
+    """The principal ``api_key_guard`` authenticated, read without dependency injection: a
+    handler with two injected dependencies pays for a task group per request (Litestar resolves
+    a batch of them concurrently), a tenth of PostMessage's CPU."""
     return str(request.state.principal)

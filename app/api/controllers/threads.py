@@ -9,11 +9,12 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, delete, get, patch, post
+from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import HeaderParameter, Parameter
 from litestar.status_codes import HTTP_201_CREATED, HTTP_202_ACCEPTED, HTTP_204_NO_CONTENT
 
+from app.api.auth import principal_of
 from app.api.errors import errors
 from app.api.schemas import (
     MAX_CURSOR,
@@ -188,7 +189,7 @@ class ThreadController(Controller):
         self,
         thread_id: uuid.UUID,
         data: PostMessageIn,
-        principal: NamedDependency[str],
+        request: Request[Any, Any, Any],
         intake_service: NamedDependency[IntakeService],
         idempotency_key: Annotated[
             str | None,
@@ -203,8 +204,8 @@ class ThreadController(Controller):
     ) -> PostMessageOut:
         if not data.content.strip():
             raise ValidationFailed("content must not be blank", field="content")
-        accepted = await intake_service.post_message(
-            thread_id, principal, data.content, idempotency_key=idempotency_key
+        accepted = await intake_service.post_message(  # the hot path: one dependency only
+            thread_id, principal_of(request), data.content, idempotency_key=idempotency_key
         )
         return PostMessageOut(request_id=accepted.request_id, message_id=accepted.message_id)
 

@@ -255,6 +255,10 @@ class RunWorker:
         loop = asyncio.get_running_loop()
         recovered_at = pruned_at = -math.inf
         while not self._stopping:
+            # Cleared before the claim round, not after it: a wake-up arriving while this round
+            # runs (a commit its query could not see yet) must make the wait below return at
+            # once instead of being erased (a lost wake-up cost a full poll interval).
+            self._wake.clear()
             try:
                 # Housekeeping on its own clock: an intake wake (hundreds per second under load)
                 # must cost nothing while every slot is busy, not a recovery transaction each.
@@ -272,7 +276,6 @@ class RunWorker:
                 raise
             except Exception as exc:
                 log.error("worker_loop_error", error=repr(exc))
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_seconds)
 

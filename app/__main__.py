@@ -79,8 +79,11 @@ def _worker(args: argparse.Namespace) -> None:
     provider = telemetry.build_tracer_provider(settings)
 
     async def main() -> None:
-        # The listener wakes this worker when another process queues work (no SSE is served).
-        container = await build_container(settings, migrate=args.migrate, start_worker=True)
+        # The listener wakes this worker when another process queues work; no SSE is served, so
+        # it does not listen for run events.
+        container = await build_container(
+            settings, migrate=args.migrate, start_worker=True, serve_streams=False
+        )
         if provider is not None:
             telemetry.instrument_engine(container.engine, provider)
             telemetry.activate(provider)

@@ -102,9 +102,10 @@ async def build_container(
     model: Any = None,
     migrate: bool | None = None,
     start_worker: bool | None = None,
-    start_notifier: bool = True,
+    serve_streams: bool = True,
 ) -> Container:
-    """Wire the process. ``summarizer``/``model`` override the configured ones (tests)."""
+    """Wire the process. ``summarizer``/``model`` override the configured ones (tests).
+    ``serve_streams``: this process serves SSE, so it listens for run-event notifications."""
     url = database_url or resolve_database_url(settings)
     if migrate if migrate is not None else settings.migrate_on_start:
         await asyncio.to_thread(upgrade_head, url)
@@ -152,7 +153,9 @@ async def build_container(
         max_concurrent_runs=settings.worker_concurrency,
     )
     run_in_process = settings.worker_in_process if start_worker is None else start_worker
-    notifier = RunEventNotifier(libpq_url(url), on_work=worker.wake if run_in_process else None)
+    notifier = RunEventNotifier(
+        libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None
+    )
     wake = worker.wake if run_in_process else None
     container = Container(
         settings=settings,
@@ -182,7 +185,7 @@ async def build_container(
         worker=worker,
         notifier=notifier,
     )
-    if start_notifier:
+    if serve_streams or run_in_process:
         notifier.start()
     if run_in_process:
         worker.start()

@@ -29,9 +29,9 @@ def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.
     """At most ``pool_size`` connections, opened on demand and kept: no overflow, because under
     load overflow connections were opened and closed per request (connect, type introspection
     and statement preparation each time: a tenth of PostMessage's CPU); a request waits for a
-    free one instead (at most ``timeout_seconds``, then 503). A connection killed while idle (``pg_terminate_backend``,
-    a database restart) is noticed and replaced at checkout instead of failing the next request
-    (see ``_ping_on_checkout``)."""
+    free one instead (at most ``timeout_seconds``, then 503). A connection killed while idle
+    (``pg_terminate_backend``, a database restart) is noticed and replaced at checkout instead
+    of failing the next request (see ``_ping_on_checkout``)."""
     engine = create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,

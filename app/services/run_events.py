@@ -36,9 +36,13 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
 
 
 class RunEventNotifier:
-    def __init__(self, conninfo: str, on_work: Callable[[], None] | None = None) -> None:
-        """``on_work``: this process's worker wake-up; also listen on the work channel."""
+    def __init__(
+        self, conninfo: str, *, streams: bool = True, on_work: Callable[[], None] | None = None
+    ) -> None:
+        """``streams``: listen for run events (this process serves SSE); ``on_work``: this
+        process's worker wake-up, called on every work-channel notification."""
         self.conninfo = conninfo
+        self.streams = streams
         self.on_work = on_work
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
@@ -97,7 +101,8 @@ class RunEventNotifier:
                     keepalives_count=3,
                 )
                 async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    if self.streams:
+                        await conn.execute(f"LISTEN {CHANNEL}")
                     if self.on_work is not None:
                         await conn.execute(f"LISTEN {WORK_CHANNEL}")
                     self.connected.set()

@@ -222,19 +222,10 @@ def _columns(items: list[_Item]) -> tuple[list[str], list[str]]:
     return id_keys, score_keys
 
 
-def _cell(value: str | None) -> str:
-    """A column value: ``-`` when absent; JSON-quoted when it could be misread as two columns
-    or as absent."""
-    if not value:
-        return "-"
-    if value == "-" or value.startswith('"') or any(c.isspace() or c == "|" for c in value):
-        return json.dumps(value, ensure_ascii=False)
-    return value
-
-
-def _column(value: str) -> str:
-    """A ``|``-separated column: verbatim unless it could be misread (holds `` | `` or a line
-    break, is ``-``, is quoted or padded), then JSON-quoted."""
+def _quoted_if_ambiguous(value: str, *, space_separated: bool) -> str:
+    """``value`` verbatim unless it could be misread, then JSON-quoted: empty or padded, ``-``
+    (reads as absent), starting with a quote, holding ``|`` or a line break, or, in the
+    space-separated id/score cells, any whitespace."""
     flat = value.strip()
     if (
         not flat
@@ -244,9 +235,20 @@ def _column(value: str) -> str:
         or "|" in flat
         or "\n" in flat
         or "\r" in flat
+        or (space_separated and any(c.isspace() for c in flat))
     ):
         return json.dumps(value, ensure_ascii=False)
     return value
+
+
+def _cell(value: str | None) -> str:
+    """An id/score cell: ``-`` when absent."""
+    return _quoted_if_ambiguous(value, space_separated=True) if value else "-"
+
+
+def _column(value: str) -> str:
+    """A ``|``-separated column (source, title)."""
+    return _quoted_if_ambiguous(value, space_separated=False)
 
 
 def _meta_line(item: _Item, id_keys: list[str], score_keys: list[str]) -> str:

@@ -14,6 +14,7 @@ import pytest
 
 from app.agents.workdir import (
     CHUNK_BYTES,
+    S3Store,
     Workdir,
     WorkdirError,
     WorkdirIntegrityError,
@@ -22,7 +23,6 @@ from app.agents.workdir import (
     open_workdir,
     safe_name,
 )
-from app.agents.workdir_s3 import S3Store
 from tests.conftest import make_settings
 from tests.support.s3_server import S3Server
 from tests.support.workdir_tamper import bucket_of, tamper

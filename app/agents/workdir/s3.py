@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import obstore
 from obstore.store import S3Store as _ObstoreS3
 
-from app.agents.workdir import CHUNK_BYTES, StoredObject, WorkdirError, WorkdirNotFoundError
+from app.agents.workdir.base import CHUNK_BYTES, StoredObject, WorkdirError, WorkdirNotFoundError
 
 if TYPE_CHECKING:
     from app.config import Settings

@@ -1,0 +1,64 @@
+"""Per-thread working storage where full tool results are offloaded.
+
+Layout: ``<thread_id>/tool-results/<tool_call_id>.txt`` under the workdir root. ``Workdir``
+(``facade.py``) is what every caller uses; a ``WorkdirStore`` backend keeps the bytes:
+``LocalStore`` (``local.py``, a folder, the default) or ``S3Store`` (``s3.py``, any
+S3-compatible service) so that several hosts can read what any worker offloaded. ``base.py``
+holds what all of them share and imports none of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.agents.workdir.base import (
+    CHUNK_BYTES,
+    INDEX_PATH,
+    MAX_PATH_CHARS,
+    TOOL_RESULTS_DIR,
+    OffloadRecord,
+    StoredObject,
+    WorkdirError,
+    WorkdirIntegrityError,
+    WorkdirNotFoundError,
+    WorkdirPathError,
+    WorkdirStore,
+    check_relpath,
+    safe_name,
+)
+from app.agents.workdir.facade import Workdir, WorkdirStream
+from app.agents.workdir.local import LocalStore
+from app.agents.workdir.s3 import S3Store
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+__all__ = [
+    "CHUNK_BYTES",
+    "INDEX_PATH",
+    "MAX_PATH_CHARS",
+    "TOOL_RESULTS_DIR",
+    "LocalStore",
+    "OffloadRecord",
+    "S3Store",
+    "StoredObject",
+    "Workdir",
+    "WorkdirError",
+    "WorkdirIntegrityError",
+    "WorkdirNotFoundError",
+    "WorkdirPathError",
+    "WorkdirStore",
+    "WorkdirStream",
+    "check_relpath",
+    "open_workdir",
+    "safe_name",
+]
+
+
+def open_workdir(settings: Settings) -> Workdir:
+    """The deployment's Workdir: ``THREADKEEPER_WORKDIR_URL=s3://bucket/prefix`` or the folder
+    ``THREADKEEPER_WORKDIR_ROOT`` (created here)."""
+    if settings.workdir_url:
+        return Workdir(S3Store.from_settings(settings))
+    settings.workdir_path.mkdir(parents=True, exist_ok=True)
+    return Workdir(LocalStore(settings.workdir_path))

@@ -9,10 +9,9 @@ import signal
 import sys
 from pathlib import Path
 
-import msgspec
 import structlog
 
-from app.config import Settings, load_settings
+from app.config import Settings, WorkerSettings, load_settings, replace_settings
 from app.log_redaction import secrets_of
 from app.logging import configure_logging, warn_unknown_settings
 
@@ -33,7 +32,7 @@ def _serve(args: argparse.Namespace) -> None:
         overrides["port"] = args.port
     if overrides:
         try:
-            settings = msgspec.structs.replace(settings, **overrides)
+            settings = replace_settings(settings, **overrides)
         except ValueError as exc:  # e.g. --host 0.0.0.0 with the default dev key
             print(f"threadkeeper: invalid settings: {exc}", file=sys.stderr)
             sys.exit(2)
@@ -45,7 +44,7 @@ def _serve(args: argparse.Namespace) -> None:
     # As uvicorn.run does: Ctrl-C/SIGINT after a graceful shutdown is no error (and must not
     # print a plain-text traceback between the JSON log lines).
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.Server(server_config(app, settings)).run()
+        uvicorn.Server(server_config(app, settings.http)).run()
 
 
 def _exit_normally(signum: int, frame: object) -> None:
@@ -57,8 +56,8 @@ def _migrate(_: argparse.Namespace) -> None:
     from app.db.migrate import upgrade_head
 
     settings = _settings()
-    configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
-    upgrade_head(resolve_database_url(settings))
+    configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
+    upgrade_head(resolve_database_url(settings.database))
     structlog.get_logger().info("migrated")
 
 
@@ -68,15 +67,15 @@ def _worker(args: argparse.Namespace) -> None:
 
     settings = _settings()
     if args.check:
-        _check_worker(settings)
-    configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
+        _check_worker(settings.worker)
+    configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     warn_unknown_settings()
-    if settings.worker_metrics_port:
+    if settings.telemetry.worker_metrics_port:
         # This process's own counters (runs, compressions, lease recoveries happen here).
         from prometheus_client import start_http_server
 
-        start_http_server(settings.worker_metrics_port, addr=settings.host)
-    provider = telemetry.build_tracer_provider(settings)
+        start_http_server(settings.telemetry.worker_metrics_port, addr=settings.http.host)
+    provider = telemetry.build_tracer_provider(settings.telemetry)
 
     async def main() -> None:
         # The listener wakes this worker when another process queues work; no SSE is served, so
@@ -92,11 +91,11 @@ def _worker(args: argparse.Namespace) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        container.worker.heartbeat_file = Path(settings.worker_heartbeat_file)
+        container.worker.heartbeat_file = Path(settings.worker.worker_heartbeat_file)
         structlog.get_logger().info("worker_started", holder=container.worker.holder)
         await stop.wait()
         # Graceful: no new claims, running turns get drain_seconds, the rest are handed over.
-        await container.worker.drain(settings.drain_seconds)
+        await container.worker.drain(settings.worker.drain_seconds)
         await container.close()
         structlog.get_logger().info("worker_stopped", holder=container.worker.holder)
         telemetry.shutdown(provider)
@@ -104,7 +103,7 @@ def _worker(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
-def _check_worker(settings: Settings) -> None:
+def _check_worker(settings: WorkerSettings) -> None:
     """Health check of a standalone worker: its claim loop went round within a lease period."""
     from app.heartbeat import read_beat_age
 

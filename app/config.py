@@ -1,7 +1,13 @@
-"""Settings read once from the environment.
+"""Settings read once from the environment, grouped by the component that reads them.
 
-Every knob is an environment variable named ``THREADKEEPER_<FIELD>`` (upper case), except the
-database URL, which also honours the conventional ``DATABASE_URL``. See README and ``.env.example``.
+Every knob is an environment variable named ``THREADKEEPER_<FIELD>`` (upper case), whatever
+group holds it, except the database URL, which also honours the conventional ``DATABASE_URL``.
+Field names are unique across groups, so a flat name (``db_pool_size``) finds its group.
+Libraries that read standard variables read them themselves: the S3 Workdir backend takes
+``AWS_*`` (obstore) and tracing takes ``OTEL_*`` (the OpenTelemetry SDK); the old
+``THREADKEEPER_`` spellings of those still work for one release, with a logged warning
+(``DEPRECATED``). The defaults below are the only ones: ``.env.example`` is checked against them
+by a test. See README.
 """
 
 from __future__ import annotations
@@ -17,10 +23,20 @@ import msgspec
 
 #: What an API key may contain: visible ASCII, as in a bearer token.
 _TOKEN = re.compile(r"[\x21-\x7e]+")
+_PREFIX = "THREADKEEPER_"
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    # --- database -------------------------------------------------------------------------------
+class _Group(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    def _require(self, *names: str, minimum: float = 0, strict: bool = True) -> None:
+        """Refuse a value that cannot work, at start, naming the variable."""
+        for name in names:
+            value = getattr(self, name)
+            if value < minimum or (strict and value == minimum):
+                op = ">" if strict else ">="
+                raise ValueError(f"{_PREFIX}{name.upper()} must be {op} {minimum:g}")
+
+
+class DatabaseSettings(_Group, frozen=True, kw_only=True):
     #: ``postgresql://user:pass@host:port/db``. Empty: an embedded PostgreSQL (pgserver) is started.
     database_url: str = ""
     #: Where the embedded PostgreSQL keeps its data when no database URL is given.
@@ -35,139 +51,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     lock_timeout_ms: int = 5000
     migrate_on_start: bool = False
 
-    # --- HTTP -----------------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self._require("db_pool_size", "db_pool_timeout_seconds", "lock_timeout_ms")
+
+
+class HttpSettings(_Group, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 8000
-    #: ``principal:key`` pairs, comma separated. The principal owns the threads created with the key.
-    api_keys: str = "dev:dev-key"
-    max_request_bytes: int = 1_048_576
     #: Idle seconds before a keep-alive connection between requests is closed.
     http_keep_alive_seconds: float = 5.0
     #: Seconds a connection may take to send a complete request head; slower ones are closed.
     http_header_timeout_seconds: float = 10.0
-    log_level: str = "INFO"
-    log_json: bool = True
-    #: Per-principal token bucket on /v1 (per process: N API processes allow N times this).
-    #: 0 disables it. Over the limit: 429 ``rate_limited`` with ``Retry-After``.
-    rate_limit_per_second: float = 50.0
-    rate_limit_burst: int = 100
-
-    # --- observability --------------------------------------------------------------------------
-    #: Serve Prometheus ``/metrics`` (no API key: restrict it at the network/ingress).
-    metrics_enabled: bool = True
-    #: ``python -m app worker`` serves its own counters on this port (0: not served).
-    worker_metrics_port: int = 0
-    #: OTLP/HTTP base URL for traces (``OTEL_EXPORTER_OTLP_ENDPOINT`` works too). Empty: no tracing.
-    otel_endpoint: str = ""
-    otel_service_name: str = "threadkeeper"
-
     #: Browser origins allowed by CORS (``https://app.example.com``, comma separated; ``*`` for
     #: any). Empty (default): no CORS headers, so browsers on other origins are refused.
     cors_origins: str = ""
 
-    # --- worker ---------------------------------------------------------------------------------
-    #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
-    worker_in_process: bool = True
-    worker_poll_seconds: float = 0.5
-    #: Runs executed at once by one worker process (each on a different thread).
-    worker_concurrency: int = 4
-    lease_seconds: float = 30.0
-    heartbeat_seconds: float = 5.0
-    #: On SIGTERM: seconds a worker lets running turns finish before handing the rest over.
-    drain_seconds: float = 20.0
-    #: Touched by the worker loop; ``python -m app worker --check`` reads it.
-    worker_heartbeat_file: str = "var/worker.heartbeat"
-    #: Events of a finished run (SSE replay) are deleted this long after it ended; 0 keeps them.
-    run_events_retention_seconds: float = 86_400.0
-    #: Streamed tokens are written as one ``delta`` event per this many ms (or chars), not per token.
-    delta_flush_ms: int = 200
-    delta_flush_chars: int = 2_000
-    #: Tools that need a human approval before they run (comma separated tool names).
-    approval_tools: str = ""
-
-    # --- models ---------------------------------------------------------------------------------
-    #: OpenAI-compatible endpoint. Empty: the offline extractive model and summarizer are used.
-    llm_base_url: str = ""
-    llm_api_key: str = ""
-    llm_model: str = "gpt-4o-mini"
-    llm_timeout_seconds: float = 60.0
-    #: Summarizer model; empty means "same endpoint and model as the agent".
-    summary_model: str = ""
-    system_prompt: str = (
-        "You are Threadkeeper's assistant. Use query_kb to look things up in the knowledge base and "
-        "cite result ids. Offloaded tool results can be read back with read_workdir_file "
-        "and searched with search_workdir."
-    )
-
-    # --- context management (the ONE threshold) ------------------------------------------------
-    #: Tokens of a model request (system prompt + tool schemas + messages) at which compression starts.
-    summary_threshold: int = 12_000
-    #: A ToolMessage larger than this (tokens) is offloaded to the Workdir and replaced by a preview.
-    tool_result_preview_tokens: int = 800
-    #: Recent history kept verbatim when summarizing (tokens); the current user turn is always kept.
-    summary_keep_recent_tokens: int = 3_000
-    #: Upper bound for the summary text itself (tokens).
-    summary_max_tokens: int = 1_200
-    summary_timeout_seconds: float = 60.0
-    workdir_root: str = "var/workdir"
-    #: ``s3://bucket/prefix``: keep the Workdir in S3-compatible storage (shared by every host)
-    #: instead of the local folder ``workdir_root``. Credentials: the ``s3_*`` settings, else the
-    #: usual ``AWS_*`` variables.
-    workdir_url: str = ""
-    s3_endpoint_url: str = ""
-    s3_region: str = ""
-    s3_access_key_id: str = ""
-    s3_secret_access_key: str = ""
-
-    # --- tools ----------------------------------------------------------------------------------
-    #: SearxNG (``.../search``) or Tavily-compatible (``.../search`` with POST) endpoint; empty: no web_search.
-    web_search_url: str = ""
-    web_search_kind: str = "searxng"
-    web_search_api_key: str = ""
-    kb_default: str = "default"
-
     def __post_init__(self) -> None:
-        """Refuse a configuration that cannot work, at start, with the setting named."""
-        positive = (
-            "summary_threshold",
-            "tool_result_preview_tokens",
-            "summary_max_tokens",
-            "lease_seconds",
-            "heartbeat_seconds",
-            "worker_poll_seconds",
-            "worker_concurrency",
-            "db_pool_size",
-            "db_pool_timeout_seconds",
-            "max_request_bytes",
-            "lock_timeout_ms",
-            "http_keep_alive_seconds",
-            "http_header_timeout_seconds",
-            "delta_flush_ms",
-            "delta_flush_chars",
-        )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"THREADKEEPER_{name.upper()} must be > 0")
-        if self.run_events_retention_seconds < 0:
-            raise ValueError("THREADKEEPER_RUN_EVENTS_RETENTION_SECONDS must be >= 0")
-        if self.summary_keep_recent_tokens < 0:
-            raise ValueError("THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS must be >= 0")
-        if self.heartbeat_seconds >= self.lease_seconds:
-            raise ValueError(
-                "THREADKEEPER_HEARTBEAT_SECONDS must be below THREADKEEPER_LEASE_SECONDS"
-            )
-        if self.rate_limit_per_second < 0 or self.rate_limit_burst < 1:
-            raise ValueError(
-                "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"
-            )
-        if self.drain_seconds < 0:
-            raise ValueError("THREADKEEPER_DRAIN_SECONDS must be >= 0")
-        if self.workdir_url and not self.workdir_url.startswith("s3://"):
-            raise ValueError("THREADKEEPER_WORKDIR_URL must look like s3://bucket[/prefix]")
-        refuse_public_dev_key(self)
-        if self.web_search_kind not in ("searxng", "tavily"):
-            raise ValueError("THREADKEEPER_WEB_SEARCH_KIND must be searxng or tavily")
-        self.api_key_map()
+        self._require("http_keep_alive_seconds", "http_header_timeout_seconds")
         self.cors_origin_list()
 
     def cors_origin_list(self) -> list[str]:
@@ -178,6 +78,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                     "THREADKEEPER_CORS_ORIGINS entries must look like https://host[:port] or *"
                 )
         return origins
+
+
+class AuthSettings(_Group, frozen=True, kw_only=True):
+    #: ``principal:key`` pairs, comma separated. The principal owns the threads created with the key.
+    api_keys: str = "dev:dev-key"
+
+    def __post_init__(self) -> None:
+        self.api_key_map()
 
     def api_key_map(self) -> dict[str, str]:
         """key -> principal. A key must be presentable as a bearer token (visible ASCII) and
@@ -203,12 +111,185 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             result[key] = principal
         return result
 
+
+class LimitsSettings(_Group, frozen=True, kw_only=True):
+    max_request_bytes: int = 1_048_576
+    #: Per-principal token bucket on /v1 (per process: N API processes allow N times this).
+    #: 0 disables it. Over the limit: 429 ``rate_limited`` with ``Retry-After``.
+    rate_limit_per_second: float = 50.0
+    rate_limit_burst: int = 100
+
+    def __post_init__(self) -> None:
+        self._require("max_request_bytes")
+        if self.rate_limit_per_second < 0 or self.rate_limit_burst < 1:
+            raise ValueError(
+                "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"
+            )
+
+
+class LoggingSettings(_Group, frozen=True, kw_only=True):
+    log_level: str = "INFO"
+    log_json: bool = True
+
+
+class TelemetrySettings(_Group, frozen=True, kw_only=True):
+    #: Serve Prometheus ``/metrics`` (no API key: restrict it at the network/ingress).
+    metrics_enabled: bool = True
+    #: ``python -m app worker`` serves its own counters on this port (0: not served).
+    worker_metrics_port: int = 0
+    #: Deprecated: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (read by the OpenTelemetry SDK).
+    otel_endpoint: str = ""
+    #: Deprecated: ``OTEL_SERVICE_NAME`` (read by the OpenTelemetry SDK).
+    otel_service_name: str = ""
+
+
+class WorkerSettings(_Group, frozen=True, kw_only=True):
+    #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
+    worker_in_process: bool = True
+    worker_poll_seconds: float = 0.5
+    #: Runs executed at once by one worker process (each on a different thread).
+    worker_concurrency: int = 4
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float = 5.0
+    #: On SIGTERM: seconds a worker lets running turns finish before handing the rest over.
+    drain_seconds: float = 20.0
+    #: Touched by the worker loop; ``python -m app worker --check`` reads it.
+    worker_heartbeat_file: str = "var/worker.heartbeat"
+    #: Events of a finished run (SSE replay) are deleted this long after it ended; 0 keeps them.
+    run_events_retention_seconds: float = 86_400.0
+    #: Streamed tokens are written as one ``delta`` event per this many ms (or chars), not per token.
+    delta_flush_ms: int = 200
+    delta_flush_chars: int = 2_000
+
+    def __post_init__(self) -> None:
+        self._require(
+            "lease_seconds",
+            "heartbeat_seconds",
+            "worker_poll_seconds",
+            "worker_concurrency",
+            "delta_flush_ms",
+            "delta_flush_chars",
+        )
+        self._require("run_events_retention_seconds", "drain_seconds", strict=False)
+        if self.heartbeat_seconds >= self.lease_seconds:
+            raise ValueError(
+                "THREADKEEPER_HEARTBEAT_SECONDS must be below THREADKEEPER_LEASE_SECONDS"
+            )
+
+
+class ModelSettings(_Group, frozen=True, kw_only=True):
+    #: OpenAI-compatible endpoint. Empty: the offline extractive model and summarizer are used.
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_seconds: float = 60.0
+    #: Summarizer model; empty means "same endpoint and model as the agent".
+    summary_model: str = ""
+
+
+class AgentSettings(_Group, frozen=True, kw_only=True):
+    system_prompt: str = (
+        "You are Threadkeeper's assistant. Use query_kb to look things up in the knowledge base and "
+        "cite result ids. Offloaded tool results can be read back with read_workdir_file "
+        "and searched with search_workdir."
+    )
+    #: Tools that need a human approval before they run (comma separated tool names).
+    approval_tools: str = ""
+
     def approval_tool_names(self) -> frozenset[str]:
         return frozenset(t.strip() for t in self.approval_tools.split(",") if t.strip())
+
+
+class CompressionSettings(_Group, frozen=True, kw_only=True):
+    """Context management (DESIGN 3): the ONE threshold and what compression keeps."""
+
+    #: Tokens of a model request (system prompt + tool schemas + messages) at which compression starts.
+    summary_threshold: int = 12_000
+    #: A ToolMessage larger than this (tokens) is offloaded to the Workdir and replaced by a preview.
+    tool_result_preview_tokens: int = 800
+    #: Recent history kept verbatim when summarizing (tokens); the current user turn is always kept.
+    summary_keep_recent_tokens: int = 3_000
+    #: Upper bound for the summary text itself (tokens).
+    summary_max_tokens: int = 1_200
+    summary_timeout_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        self._require("summary_threshold", "tool_result_preview_tokens", "summary_max_tokens")
+        self._require("summary_keep_recent_tokens", strict=False)
+
+
+class WorkdirSettings(_Group, frozen=True, kw_only=True):
+    workdir_root: str = "var/workdir"
+    #: ``s3://bucket/prefix``: keep the Workdir in S3-compatible storage (shared by every host)
+    #: instead of the local folder ``workdir_root``. Endpoint, region and credentials: the
+    #: standard ``AWS_*`` variables (read by obstore), or an instance role.
+    workdir_url: str = ""
+    #: Deprecated: ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
+    #: ``AWS_SECRET_ACCESS_KEY``. Still honoured (over the ``AWS_*`` ones) for one release.
+    s3_endpoint_url: str = ""
+    s3_region: str = ""
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.workdir_url and not self.workdir_url.startswith("s3://"):
+            raise ValueError("THREADKEEPER_WORKDIR_URL must look like s3://bucket[/prefix]")
 
     @property
     def workdir_path(self) -> Path:
         return Path(self.workdir_root).resolve()
+
+
+class WebSearchSettings(_Group, frozen=True, kw_only=True):
+    #: SearxNG (``.../search``) or Tavily-compatible (``.../search`` with POST) endpoint; empty: no web_search.
+    web_search_url: str = ""
+    web_search_kind: str = "searxng"
+    web_search_api_key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.web_search_kind not in ("searxng", "tavily"):
+            raise ValueError("THREADKEEPER_WEB_SEARCH_KIND must be searxng or tavily")
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole configuration: ``create_app``/``build_container`` hand each component its group."""
+
+    database: DatabaseSettings = msgspec.field(default_factory=DatabaseSettings)
+    http: HttpSettings = msgspec.field(default_factory=HttpSettings)
+    auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
+    limits: LimitsSettings = msgspec.field(default_factory=LimitsSettings)
+    logging: LoggingSettings = msgspec.field(default_factory=LoggingSettings)
+    telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
+    worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    models: ModelSettings = msgspec.field(default_factory=ModelSettings)
+    agent: AgentSettings = msgspec.field(default_factory=AgentSettings)
+    compression: CompressionSettings = msgspec.field(default_factory=CompressionSettings)
+    workdir: WorkdirSettings = msgspec.field(default_factory=WorkdirSettings)
+    web_search: WebSearchSettings = msgspec.field(default_factory=WebSearchSettings)
+
+    def __post_init__(self) -> None:
+        refuse_public_dev_key(self.http, self.auth)
+
+
+#: Field name -> the group holding it (names are unique across groups; checked below).
+GROUP_OF: dict[str, str] = {
+    field.name: group.name
+    for group in msgspec.structs.fields(Settings)
+    for field in msgspec.structs.fields(group.type)
+}
+assert len(GROUP_OF) == sum(
+    len(msgspec.structs.fields(g.type)) for g in msgspec.structs.fields(Settings)
+), "a setting name appears in two groups: its environment variable would be ambiguous"
+
+#: Old variable -> the standard one a library reads; the old one works for one more release.
+DEPRECATED: dict[str, str] = {
+    "THREADKEEPER_OTEL_ENDPOINT": "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "THREADKEEPER_OTEL_SERVICE_NAME": "OTEL_SERVICE_NAME",
+    "THREADKEEPER_S3_ENDPOINT_URL": "AWS_ENDPOINT_URL",
+    "THREADKEEPER_S3_REGION": "AWS_REGION",
+    "THREADKEEPER_S3_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
+    "THREADKEEPER_S3_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY",
+}
 
 
 #: The key the README and defaults use; fine on loopback, never on a reachable address.
@@ -224,37 +305,67 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def refuse_public_dev_key(settings: Settings) -> None:
+def refuse_public_dev_key(http: HttpSettings, auth: AuthSettings) -> None:
     """Anyone who read the README knows ``dev-key``: refuse to serve it beyond loopback."""
-    if not is_loopback(settings.host) and DEV_KEY in settings.api_key_map():
+    if not is_loopback(http.host) and DEV_KEY in auth.api_key_map():
         raise ValueError(
             f"THREADKEEPER_API_KEYS still contains the default {DEV_KEY!r} while "
-            f"THREADKEEPER_HOST={settings.host} is not a loopback address; set real keys"
+            f"THREADKEEPER_HOST={http.host} is not a loopback address; set real keys"
         )
 
 
-_PREFIX = "THREADKEEPER_"
+def env_name(field: str) -> str:
+    return _PREFIX + field.upper()
 
 
 def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
     """``THREADKEEPER_*`` variables no setting reads (typos, removed settings), sorted."""
     env = os.environ if environ is None else environ
-    known = {_PREFIX + f.name.upper() for f in msgspec.structs.fields(Settings)}
+    known = {env_name(name) for name in GROUP_OF}
     return sorted(k for k in env if k.startswith(_PREFIX) and k not in known)
 
 
-def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    """Build settings from ``THREADKEEPER_*`` variables (and ``DATABASE_URL``); overrides win."""
+def deprecated_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The deprecated variables that are set -> the standard variable replacing each."""
     env = os.environ if environ is None else environ
-    raw: dict[str, Any] = {}
-    for field in msgspec.structs.fields(Settings):
-        value = env.get(_PREFIX + field.name.upper())
-        if value is not None:
-            raw[field.name] = value
-    if "database_url" not in raw and env.get("DATABASE_URL"):
-        raw["database_url"] = env["DATABASE_URL"]
-    raw.update(overrides)
+    return {old: new for old, new in DEPRECATED.items() if env.get(old)}
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"db_pool_size": 5}`` -> ``{"database": {"db_pool_size": 5}}``."""
+    nested: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        if name not in GROUP_OF:
+            raise ValueError(f"invalid settings: no setting named {name!r}")
+        nested.setdefault(GROUP_OF[name], {})[name] = value
+    return nested
+
+
+def _convert(raw: dict[str, dict[str, Any]]) -> Settings:
     try:
         return msgspec.convert(raw, Settings, strict=False)
     except (msgspec.ValidationError, ValueError) as exc:
         raise ValueError(f"invalid settings: {exc}") from exc
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Build settings from ``THREADKEEPER_*`` variables (and ``DATABASE_URL``); ``overrides``
+    (flat setting names, as in the environment) win."""
+    env = os.environ if environ is None else environ
+    flat: dict[str, Any] = {}
+    for name in GROUP_OF:
+        value = env.get(env_name(name))
+        if value is not None:
+            flat[name] = value
+    if "database_url" not in flat and env.get("DATABASE_URL"):
+        flat["database_url"] = env["DATABASE_URL"]
+    flat.update(overrides)
+    return _convert(_nest(flat))
+
+
+def replace_settings(settings: Settings, **overrides: Any) -> Settings:
+    """A copy with some settings (flat names) replaced, validated again."""
+    raw = msgspec.to_builtins(settings)
+    for group, values in _nest(overrides).items():
+        raw[group].update(values)
+    return _convert(raw)

@@ -22,7 +22,7 @@ from app.agents.middlewares.summary import ContextCompressor, Summarizer
 from app.agents.models import build_chat_model, build_summarizer
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir, open_workdir
-from app.config import Settings
+from app.config import DatabaseSettings, Settings
 from app.db.embedded import start_embedded_postgres
 from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
@@ -45,8 +45,8 @@ from app.services.worker import RunWorker
 log = structlog.get_logger(__name__)
 
 
-def resolve_database_url(settings: Settings) -> str:
-    return settings.database_url or start_embedded_postgres(settings.embedded_pg_dir)
+def resolve_database_url(database: DatabaseSettings) -> str:
+    return database.database_url or start_embedded_postgres(database.embedded_pg_dir)
 
 
 @dataclass
@@ -87,7 +87,7 @@ class Container:
             return
         self._closed = True
         # SIGTERM of an API process with the in-process worker: the same graceful drain.
-        await self.worker.drain(self.settings.drain_seconds)
+        await self.worker.drain(self.settings.worker.drain_seconds)
         await self.workdir.close()
         await self.notifier.stop()
         await self.pool.close()
@@ -106,11 +106,12 @@ async def build_container(
 ) -> Container:
     """Wire the process. ``summarizer``/``model`` override the configured ones (tests).
     ``serve_streams``: this process serves SSE, so it listens for run-event notifications."""
-    url = database_url or resolve_database_url(settings)
-    if migrate if migrate is not None else settings.migrate_on_start:
+    db = settings.database
+    url = database_url or resolve_database_url(db)
+    if migrate if migrate is not None else db.migrate_on_start:
         await asyncio.to_thread(upgrade_head, url)
     engine = create_engine(
-        url, pool_size=settings.db_pool_size, timeout_seconds=settings.db_pool_timeout_seconds
+        url, pool_size=db.db_pool_size, timeout_seconds=db.db_pool_timeout_seconds
     )
     sessions = create_session_factory(engine)
 
@@ -119,40 +120,42 @@ async def build_container(
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         libpq_url(url),
         min_size=1,
-        max_size=settings.db_pool_size,
+        max_size=db.db_pool_size,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,
             "row_factory": dict_row,
             "application_name": CHECKPOINTER_APPLICATION_NAME,
-            "connect_timeout": max(2, math.ceil(settings.db_pool_timeout_seconds)),
+            "connect_timeout": max(2, math.ceil(db.db_pool_timeout_seconds)),
         },
         check=AsyncConnectionPool.check_connection,
-        timeout=settings.db_pool_timeout_seconds,
+        timeout=db.db_pool_timeout_seconds,
         open=False,
     )
     await pool.open(wait=True, timeout=30)
     checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
     await checkpointer.setup()
 
-    workdir = open_workdir(settings)
-    summarizer = summarizer or build_summarizer(settings)
-    compressor = ContextCompressor.from_settings(settings, summarizer=summarizer, workdir=workdir)
+    workdir = open_workdir(settings.workdir)
+    summarizer = summarizer or build_summarizer(settings.models, settings.compression)
+    compressor = ContextCompressor.from_settings(
+        settings.compression, summarizer=summarizer, workdir=workdir
+    )
     agent = build_agent_runtime(
-        model=model or build_chat_model(settings),
-        tools=build_tools(settings, sessions, workdir),
+        model=model or build_chat_model(settings.models),
+        tools=build_tools(settings.web_search, sessions, workdir),
         compressor=compressor,
-        system_prompt=settings.system_prompt,
+        system_prompt=settings.agent.system_prompt,
         checkpointer=checkpointer,
-        approval_tools=settings.approval_tool_names(),
+        approval_tools=settings.agent.approval_tool_names(),
     )
     worker = RunWorker(
-        settings=settings,
+        settings=settings.worker,
         sessions=sessions,
         runtime=agent,
-        max_concurrent_runs=settings.worker_concurrency,
+        max_concurrent_runs=settings.worker.worker_concurrency,
     )
-    run_in_process = settings.worker_in_process if start_worker is None else start_worker
+    run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
     notifier = RunEventNotifier(
         libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None
     )
@@ -167,12 +170,12 @@ async def build_container(
         workdir=workdir,
         agent=agent,
         threads=ThreadService(
-            sessions, settings.lock_timeout_ms, AgentStateRepository(agent.graph), workdir
+            sessions, db.lock_timeout_ms, AgentStateRepository(agent.graph), workdir
         ),
-        intake=IntakeService(sessions, settings.lock_timeout_ms, on_enqueued=wake),
+        intake=IntakeService(sessions, db.lock_timeout_ms, on_enqueued=wake),
         runs=RunService(
             sessions,
-            settings.lock_timeout_ms,
+            db.lock_timeout_ms,
             on_resumed=wake,
             on_cancel=worker.cancel_local if run_in_process else None,
             notifier=notifier,
@@ -180,7 +183,7 @@ async def build_container(
         ),
         kb=KnowledgeBaseService(sessions),
         agent_state=AgentStateService(sessions, agent),
-        compression=ContextCompressionService(sessions, agent, settings.lock_timeout_ms),
+        compression=ContextCompressionService(sessions, agent, db.lock_timeout_ms),
         workdir_files=WorkdirFileService(sessions, workdir),
         worker=worker,
         notifier=notifier,

@@ -19,7 +19,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from app.config import Settings
+from app.config import HttpSettings
 
 
 def _raw_response(status: int, reason: str, code: str, detail: str) -> bytes:
@@ -95,7 +95,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def protocol_class(settings: Settings) -> type[GuardedHttpToolsProtocol]:
+def protocol_class(settings: HttpSettings) -> type[GuardedHttpToolsProtocol]:
     """``GuardedHttpToolsProtocol`` bound to this deployment's header timeout."""
     return type(
         "GuardedHttpToolsProtocol",
@@ -104,7 +104,7 @@ def protocol_class(settings: Settings) -> type[GuardedHttpToolsProtocol]:
     )
 
 
-def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
+def server_config(app: Any, settings: HttpSettings, **overrides: Any) -> uvicorn.Config:
     """The uvicorn configuration of the service (``overrides``: host, port, lifespan...)."""
     options: dict[str, Any] = {
         "host": settings.host,

@@ -12,6 +12,7 @@ reconfiguration still use the current ones.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
@@ -101,14 +102,16 @@ class RedactingFilter(logging.Filter):
 def secrets_of(settings: Settings) -> list[str]:
     """The configured values that must never be logged."""
     found = [
-        *settings.api_key_map(),
-        settings.llm_api_key,
-        settings.web_search_api_key,
-        settings.s3_secret_access_key,
+        *settings.auth.api_key_map(),
+        settings.models.llm_api_key,
+        settings.web_search.web_search_api_key,
+        settings.workdir.s3_secret_access_key,
+        # The S3 secret's standard home, read by obstore itself: masked all the same.
+        os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
     ]
-    if settings.database_url:
+    if settings.database.database_url:
         try:
-            password = make_url(settings.database_url).password
+            password = make_url(settings.database.database_url).password
         except Exception:  # an unparseable URL fails elsewhere, with a clear message
             password = None
         if password:

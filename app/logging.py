@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 import structlog
@@ -83,13 +83,21 @@ def configure_logging(level: str = "INFO", json: bool = True, secrets: Iterable[
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def warn_unknown_settings() -> None:
+def warn_unknown_settings(environ: Mapping[str, str] | None = None) -> None:
     """One line naming every ``THREADKEEPER_*`` variable no setting reads (a typo is silent
-    otherwise: the default applies)."""
-    from app.config import unknown_settings
+    otherwise: the default applies), and one per deprecated variable still set."""
+    from app.config import deprecated_settings, unknown_settings
 
-    unknown = unknown_settings()
+    log = structlog.get_logger("app.config")
+    unknown = unknown_settings(environ)
     if unknown:
-        structlog.get_logger("app.config").warning(
+        log.warning(
             "unknown_settings", names=unknown, hint="no setting reads these variables; typo?"
+        )
+    for old, new in deprecated_settings(environ).items():
+        log.warning(
+            "deprecated_setting",
+            name=old,
+            use=new,
+            hint=f"{old} still works in this release and is removed in the next; set {new}",
         )

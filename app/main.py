@@ -33,7 +33,7 @@ from app.api.observe import observe_requests
 from app.api.openapi import document_retry_after
 from app.api.rate_limit import RateLimiter, rate_limit_guard
 from app.api.schemas import HealthOut
-from app.config import Settings, load_settings
+from app.config import HttpSettings, Settings, load_settings
 from app.container import Container, build_container
 from app.log_redaction import secrets_of
 from app.logging import configure_logging, warn_unknown_settings
@@ -86,7 +86,7 @@ async def prometheus_metrics(state: State) -> Response[bytes]:
     return Response(await MetricsService(container.sessions).render())
 
 
-def cors_config(settings: Settings) -> CORSConfig | None:
+def cors_config(settings: HttpSettings) -> CORSConfig | None:
     """Browsers on the listed origins may call the API (none by default). Preflights are
     answered by Litestar's CORS middleware before routing, so they never need an API key."""
     origins = settings.cors_origin_list()
@@ -115,10 +115,10 @@ def create_app(
 ) -> Litestar:
     """``span_exporter`` (tests) turns tracing on without an OTLP endpoint."""
     settings = settings or load_settings()
-    configure_logging(settings.log_level, settings.log_json, secrets_of(settings))
+    configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     warn_unknown_settings()
     factory: ContainerFactory = container_factory or build_container
-    provider = telemetry.build_tracer_provider(settings, span_exporter)
+    provider = telemetry.build_tracer_provider(settings.telemetry, span_exporter)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -146,7 +146,7 @@ def create_app(
         ],
         security=[{"BearerAuth": []}],
     )
-    ops = [health, ready, *([prometheus_metrics] if settings.metrics_enabled else [])]
+    ops = [health, ready, *([prometheus_metrics] if settings.telemetry.metrics_enabled else [])]
     app = Litestar(
         route_handlers=[*ops, v1, *console_handlers()],
         lifespan=[lifespan],
@@ -161,15 +161,15 @@ def create_app(
             "workdir_file_service": _from_container("workdir_files"),
         },
         exception_handlers=EXCEPTION_HANDLERS,
-        cors_config=cors_config(settings),
-        request_max_body_size=settings.max_request_bytes,
+        cors_config=cors_config(settings.http),
+        request_max_body_size=settings.limits.max_request_bytes,
         request_class=GuardedRequest,
         state=State(
             {
-                "authority": ApiKeyAuthority(settings.api_key_map()),
+                "authority": ApiKeyAuthority(settings.auth.api_key_map()),
                 "settings": settings,
                 "rate_limiter": RateLimiter(
-                    settings.rate_limit_per_second, settings.rate_limit_burst
+                    settings.limits.rate_limit_per_second, settings.limits.rate_limit_burst
                 ),
             }
         ),

@@ -156,7 +156,7 @@ def serve(fd: int, kind: str) -> None:
 
     settings = load_settings()
     # Exactly what `python -m app serve` runs (its HTTP protocol, timeouts), on the given socket.
-    config = server_config(create_app(settings), settings, fd=fd, timeout_graceful_shutdown=10)
+    config = server_config(create_app(settings), settings.http, fd=fd, timeout_graceful_shutdown=10)
     uvicorn.Server(config).run()
 
 

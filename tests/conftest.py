@@ -146,8 +146,17 @@ def workdir_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Settings overrides per Workdir backend: every Workdir test runs on both."""
     if request.param == "local":
         return {}
-    server: S3Server = request.getfixturevalue("s3_server")
+    server: S3Server = request.getfixturevalue("aws_s3")
     return server.settings(server.new_bucket())
+
+
+@pytest.fixture
+def aws_s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The S3 server, named by the standard ``AWS_*`` variables of this process (obstore reads
+    them when a Workdir is opened)."""
+    for name, value in s3_server.aws_env().items():
+        monkeypatch.setenv(name, value)
+    return s3_server
 
 
 AppFactory = Callable[..., contextlib.AbstractAsyncContextManager[AppHarness]]

@@ -18,7 +18,7 @@ from langgraph.constants import TAG_NOSTREAM
 from app.agents.extractive import ExtractiveChatModel, ExtractiveSummarizer
 from app.agents.messages import message_text
 from app.agents.tokens import count_tokens, get_encoding, truncate_to_tokens
-from app.config import Settings
+from app.config import CompressionSettings, ModelSettings
 
 if TYPE_CHECKING:
     from app.agents.middlewares.summary import Summarizer
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def build_chat_model(settings: Settings, *, model: str | None = None) -> BaseChatModel:
+def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:
     """``ChatOpenAI`` against ``llm_base_url`` when configured, else ``ExtractiveChatModel``.
 
     ``max_retries=0``: retries and overflow recovery are ours (the summary middleware), and a
@@ -53,7 +53,7 @@ def build_chat_model(settings: Settings, *, model: str | None = None) -> BaseCha
     )
 
 
-def build_summarizer(settings: Settings) -> Summarizer:
+def build_summarizer(settings: ModelSettings, compression: CompressionSettings) -> Summarizer:
     """``LLMSummarizer`` on the configured endpoint (``summary_model`` or ``llm_model``), else
     the offline ``ExtractiveSummarizer``."""
     if not settings.llm_base_url:
@@ -61,10 +61,10 @@ def build_summarizer(settings: Settings) -> Summarizer:
     model = build_chat_model(settings, model=settings.summary_model or settings.llm_model)
     return LLMSummarizer(
         model,
-        timeout_seconds=settings.summary_timeout_seconds,
+        timeout_seconds=compression.summary_timeout_seconds,
         # Room for the instructions, the running summary and the answer within the threshold.
         input_budget_tokens=max(
-            512, settings.summary_threshold - 2 * settings.summary_max_tokens - 500
+            512, compression.summary_threshold - 2 * compression.summary_max_tokens - 500
         ),
     )
 

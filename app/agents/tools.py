@@ -17,7 +17,7 @@ from app.agents.context import AgentContext
 from app.agents.previews import SEARCH_TOOL
 from app.agents.recall import search_workdir as search_originals
 from app.agents.workdir import Workdir, WorkdirError
-from app.config import Settings
+from app.config import WebSearchSettings
 from app.db.errors import is_connection_error
 from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
 
@@ -63,7 +63,7 @@ def _context(runtime: AgentToolRuntime) -> AgentContext:
 
 
 def build_tools(
-    settings: Settings, sessions: async_sessionmaker[AsyncSession], workdir: Workdir
+    web_search: WebSearchSettings, sessions: async_sessionmaker[AsyncSession], workdir: Workdir
 ) -> list[BaseTool]:
     @tool(QUERY_KB)
     async def query_kb(query: str, runtime: AgentToolRuntime, limit: int = 8) -> str:
@@ -122,19 +122,19 @@ def build_tools(
         )
 
     tools: list[BaseTool] = [query_kb, read_workdir_file, search_workdir]
-    if settings.web_search_url:
-        tools.append(_web_search_tool(settings))
+    if web_search.web_search_url:
+        tools.append(_web_search_tool(web_search))
     return tools
 
 
-def _web_search_tool(settings: Settings) -> BaseTool:
+def _web_search_tool(search: WebSearchSettings) -> BaseTool:
     # An empty key used to be sent as "Bearer " (an illegal header: every call failed).
     auth = (
-        {"Authorization": f"Bearer {settings.web_search_api_key}"}
-        if settings.web_search_api_key
+        {"Authorization": f"Bearer {search.web_search_api_key}"}
+        if search.web_search_api_key
         else {}
     )
-    if settings.web_search_kind == "tavily" and not auth:
+    if search.web_search_kind == "tavily" and not auth:
         log.warning(
             "web_search_without_api_key",
             hint="THREADKEEPER_WEB_SEARCH_API_KEY is empty: requests carry no Authorization",
@@ -145,15 +145,15 @@ def _web_search_tool(settings: Settings) -> BaseTool:
         """Search the web. Returns JSON with query and results (title, url, content, score)."""
         max_results = max(1, min(int(max_results), 20))
         async with httpx.AsyncClient(timeout=20.0) as client:
-            if settings.web_search_kind == "tavily":
+            if search.web_search_kind == "tavily":
                 resp = await client.post(
-                    settings.web_search_url,
+                    search.web_search_url,
                     json={"query": query, "max_results": max_results},
                     headers=auth,
                 )
             else:
                 resp = await client.get(
-                    settings.web_search_url, params={"q": query, "format": "json"}
+                    search.web_search_url, params={"q": query, "format": "json"}
                 )
             resp.raise_for_status()
             body = resp.json()

@@ -41,7 +41,7 @@ from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
 from app.agents.middlewares.summary import is_summary_message
-from app.config import Settings
+from app.config import WorkerSettings
 from app.db.errors import is_connection_error
 from app.db.models import RequestStatus, RunStatus
 from app.heartbeat import write_beat
@@ -184,7 +184,7 @@ class RunWorker:
     def __init__(
         self,
         *,
-        settings: Settings,
+        settings: WorkerSettings,
         sessions: async_sessionmaker[AsyncSession],
         runtime: AgentRuntime,
         holder: str | None = None,

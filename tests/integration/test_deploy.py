@@ -125,12 +125,12 @@ async def test_ready_is_503_until_the_schema_is_at_head(database_url: str, tmp_p
 
 def test_default_dev_key_is_refused_off_loopback() -> None:
     for host in ("127.0.0.1", "::1", "localhost"):
-        assert load_settings({"THREADKEEPER_HOST": host}).host == host
+        assert load_settings({"THREADKEEPER_HOST": host}).http.host == host
     with pytest.raises(ValueError, match="dev-key"):
         load_settings({"THREADKEEPER_HOST": "0.0.0.0"})
     # Real keys on a public address are fine.
     public = load_settings({"THREADKEEPER_HOST": "0.0.0.0", "THREADKEEPER_API_KEYS": "a:k-1"})
-    assert public.host == "0.0.0.0"
+    assert public.http.host == "0.0.0.0"
     proc = subprocess.run(
         [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0"],
         cwd=ROOT,

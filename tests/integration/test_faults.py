@@ -169,7 +169,7 @@ async def test_workdir_blocked_keeps_full_results_and_runs_complete(
     async with app_factory(**UNWRITABLE) as h:
         await seed_kb(h)
         tid = await new_thread(h)
-        blocker = h.container.settings.workdir_path / tid
+        blocker = h.container.settings.workdir.workdir_path / tid
         blocker.write_text("not a directory")
         await run_turns(h, tid, ["how does a lease expire?", "what renews the heartbeat?"])
 
@@ -195,7 +195,7 @@ async def test_workdir_blocked_keeps_full_results_and_runs_complete(
         assert resp.status_code == 507, resp.text
         assert resp.json()["error"] == "workdir_unavailable"
         assert "could not be written (EEXIST" in resp.json()["detail"]
-        assert str(h.container.settings.workdir_path) not in resp.json()["detail"]
+        assert str(h.container.settings.workdir.workdir_path) not in resp.json()["detail"]
         assert await current_checkpoint(h, tid) == ckpt
         assert_full_view(await state(h, tid), await messages(h, tid))
 
@@ -208,7 +208,7 @@ async def test_workdir_blocked_summary_states_why_nothing_was_offloaded(
     async with app_factory(**{**UNWRITABLE, "summary_keep_recent_tokens": 200}) as h:
         await seed_kb(h)
         tid = await new_thread(h)
-        (h.container.settings.workdir_path / tid).write_text("not a directory")
+        (h.container.settings.workdir.workdir_path / tid).write_text("not a directory")
         await run_turns(h, tid, ["how does a lease expire?", "what renews the heartbeat?"])
 
         st = await state(h, tid)

@@ -215,7 +215,7 @@ async def test_workdir_reads_are_confined_to_the_threads_folder(
             "/etc/passwd",
             "%2fetc%2fpasswd",
             "%2f" + str(tmp_path).lstrip("/") + "/outside.txt",
-            str(h.container.settings.workdir_path / "secret.txt"),
+            str(h.container.settings.workdir.workdir_path / "secret.txt"),
         ]:
             assert_refused(await h.client.get(f"{base}/{attempt}", headers=AUTH), attempt)
         # A relative path that stays inside but names nothing is simply not found.

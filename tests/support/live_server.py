@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 
-from app.config import Settings
+from app.config import HttpSettings, Settings
 from app.http_server import server_config
 
 
@@ -27,7 +27,7 @@ def _server(app: Any) -> uvicorn.Server:
     settings = getattr(getattr(app, "state", None), "settings", None)
     config = server_config(
         app,
-        settings if isinstance(settings, Settings) else Settings(),
+        settings.http if isinstance(settings, Settings) else HttpSettings(),
         host="127.0.0.1",
         port=0,
         lifespan="on",

@@ -39,7 +39,21 @@ class S3Server:
         return name
 
     def settings(self, bucket: str, prefix: str = "workdir") -> dict[str, Any]:
-        """Settings overrides that point the app's Workdir at ``bucket``."""
+        """Settings overrides that point the app's Workdir at ``bucket`` (the endpoint and
+        credentials come from ``aws_env``, as in a deployment)."""
+        return {"workdir_url": f"s3://{bucket}/{prefix}"}
+
+    def aws_env(self) -> dict[str, str]:
+        """The standard variables obstore reads: this server and its credentials."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
+
+    def legacy_settings(self, bucket: str, prefix: str = "workdir") -> dict[str, Any]:
+        """The same through the deprecated ``THREADKEEPER_S3_*`` settings (one more release)."""
         return {
             "workdir_url": f"s3://{bucket}/{prefix}",
             "s3_endpoint_url": self.endpoint_url,
@@ -49,10 +63,8 @@ class S3Server:
         }
 
     def env(self, bucket: str, prefix: str = "workdir") -> dict[str, str]:
-        """The same, as ``THREADKEEPER_*`` variables for a child process."""
-        return {
-            f"THREADKEEPER_{k.upper()}": str(v) for k, v in self.settings(bucket, prefix).items()
-        }
+        """The same, as environment variables for a child process."""
+        return {"THREADKEEPER_WORKDIR_URL": f"s3://{bucket}/{prefix}", **self.aws_env()}
 
 
 def run_s3_server() -> Iterator[S3Server]:

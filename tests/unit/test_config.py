@@ -18,12 +18,12 @@ def test_environment_and_database_url() -> None:
             "THREADKEEPER_APPROVAL_TOOLS": "web_search, query_kb",
         }
     )
-    assert s.database_url == "postgresql://u@h/db"
-    assert s.summary_threshold == 5000 and s.log_json is False
-    assert s.api_key_map() == {"k1": "alice", "k2": "bob"}
-    assert s.approval_tool_names() == frozenset({"web_search", "query_kb"})
+    assert s.database.database_url == "postgresql://u@h/db"
+    assert s.compression.summary_threshold == 5000 and s.logging.log_json is False
+    assert s.auth.api_key_map() == {"k1": "alice", "k2": "bob"}
+    assert s.agent.approval_tool_names() == frozenset({"web_search", "query_kb"})
     explicit = load_settings({"DATABASE_URL": "a", "THREADKEEPER_DATABASE_URL": "postgresql://x/y"})
-    assert explicit.database_url == "postgresql://x/y"
+    assert explicit.database.database_url == "postgresql://x/y"
 
 
 @pytest.mark.parametrize(

@@ -126,7 +126,7 @@ def test_stream_documents_every_event_payload(document: dict[str, Any]) -> None:
 
 def test_cors_origins_are_validated_at_start() -> None:
     settings = load_settings({"THREADKEEPER_CORS_ORIGINS": "https://a.example, http://b:5173/"})
-    assert settings.cors_origin_list() == ["https://a.example", "http://b:5173"]
-    assert load_settings({}).cors_origin_list() == []
+    assert settings.http.cors_origin_list() == ["https://a.example", "http://b:5173"]
+    assert load_settings({}).http.cors_origin_list() == []
     with pytest.raises(ValueError, match="THREADKEEPER_CORS_ORIGINS"):
         load_settings({"THREADKEEPER_CORS_ORIGINS": "a.example"})

@@ -33,7 +33,7 @@ def srv() -> Iterator[OpenAICompatibleServer]:
 
 def _chat(srv: OpenAICompatibleServer) -> ChatOpenAI:
     settings = load_settings({}, llm_base_url=srv.base_url, llm_api_key=API_KEY, llm_model="m-1")
-    model = build_chat_model(settings)
+    model = build_chat_model(settings.models)
     assert isinstance(model, ChatOpenAI)
     return model
 
@@ -233,7 +233,7 @@ async def test_create_agent_runs_against_the_server() -> None:
         server.enqueue_text("Nothing found [kb:none].")
         settings = load_settings({}, llm_base_url=server.base_url, llm_api_key="k")
         agent = create_agent(
-            model=build_chat_model(settings), tools=[query_kb], checkpointer=InMemorySaver()
+            model=build_chat_model(settings.models), tools=[query_kb], checkpointer=InMemorySaver()
         )
         result = await agent.ainvoke(
             {"messages": [HumanMessage("leases?")]}, {"configurable": {"thread_id": "t"}}
@@ -259,7 +259,7 @@ async def test_llm_summarizer_against_the_server() -> None:
             llm_model="agent-model",
             summary_model="summary-model",
         )
-        summarizer = build_summarizer(settings)
+        summarizer = build_summarizer(settings.models, settings.compression)
         assert isinstance(summarizer, LLMSummarizer)
         server.enqueue_text("  The user studies leases [kb:c-1]; open task: explain SSE.  ")
         history = [
@@ -300,10 +300,10 @@ async def test_llm_summarizer_against_the_server() -> None:
 
 def test_offline_defaults_without_endpoint() -> None:
     settings = load_settings({})
-    assert isinstance(build_chat_model(settings), ExtractiveChatModel)
-    assert isinstance(build_summarizer(settings), ExtractiveSummarizer)
+    assert isinstance(build_chat_model(settings.models), ExtractiveChatModel)
+    assert isinstance(build_summarizer(settings.models, settings.compression), ExtractiveSummarizer)
     with OpenAICompatibleServer() as server:
-        model = build_chat_model(load_settings({}, llm_base_url=server.base_url))
+        model = build_chat_model(load_settings({}, llm_base_url=server.base_url).models)
         assert isinstance(model, ChatOpenAI)
         assert model.max_retries == 0 and model.stream_usage is True
         assert model.model_name == "gpt-4o-mini"

@@ -299,7 +299,7 @@ async def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Pat
         thread_id="thread",
         workdir=Workdir(tmp_path),
         counter=TokenCounter(),
-        preview_tokens=settings.tool_result_preview_tokens,
+        preview_tokens=settings.compression.tool_result_preview_tokens,
     )
     assert len(offloaded) == 1
     preview = str(view[2].content)
@@ -325,7 +325,10 @@ async def test_query_kb_preview_keeps_snippets_at_default_settings(tmp_path: Pat
     for number, snippet in snippets.items():
         assert snippet.startswith(f"[{number - 1}] A worker renews its lease"), snippet
         assert len(snippet) < 1_200
-    assert len(preview) <= settings.tool_result_preview_tokens * PREVIEW_CHARS_PER_TOKEN + 100
+    assert (
+        len(preview)
+        <= settings.compression.tool_result_preview_tokens * PREVIEW_CHARS_PER_TOKEN + 100
+    )
 
 
 def test_snippets_go_to_the_best_scored_results_in_original_order(tmp_path: Path) -> None:

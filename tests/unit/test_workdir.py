@@ -32,7 +32,7 @@ TEXT = "Zürich 東京 results\n" * 500
 
 @pytest.fixture
 def workdir(workdir_settings: dict[str, Any], tmp_path: Path) -> Workdir:
-    return open_workdir(make_settings("", tmp_path / "workdir", **workdir_settings))
+    return open_workdir(make_settings("", tmp_path / "workdir", **workdir_settings).workdir)
 
 
 async def test_write_then_read_round_trip(workdir: Workdir) -> None:
@@ -88,9 +88,10 @@ async def test_corrupted_object_is_refused_not_served(
         await workdir.read_text("t", record.path)
 
 
-async def test_s3_object_carries_its_sha256(s3_server: S3Server, tmp_path: Path) -> None:
+async def test_s3_object_carries_its_sha256(aws_s3: S3Server, tmp_path: Path) -> None:
+    s3_server = aws_s3
     bucket = s3_server.new_bucket()
-    workdir = open_workdir(make_settings("", tmp_path, **s3_server.settings(bucket, "p/q")))
+    workdir = open_workdir(make_settings("", tmp_path, **s3_server.settings(bucket, "p/q")).workdir)
     assert isinstance(workdir.store, S3Store)
     record = await workdir.write_tool_result("thread", "call", TEXT)
     head = s3_server.client().head_object(Bucket=bucket, Key=f"p/q/{record.key}")
@@ -118,7 +119,7 @@ async def test_missing_root_or_bucket_is_an_error_and_not_created(
 ) -> None:
     if workdir_settings:
         missing = {**workdir_settings, "workdir_url": "s3://no-such-bucket-here/p"}
-        workdir = open_workdir(make_settings("", tmp_path, **missing))
+        workdir = open_workdir(make_settings("", tmp_path, **missing).workdir)
     else:
         workdir = Workdir(tmp_path / "missing")
     with pytest.raises(WorkdirError):
@@ -215,3 +216,33 @@ async def test_escaping_symlink_is_refused_inner_symlink_allowed(tmp_path: Path)
     (root / "t" / "peek").symlink_to(root / "other")
     with pytest.raises(WorkdirPathError):
         await workdir.read_text("t", "peek/tool-results/c.txt")
+
+
+async def test_deprecated_s3_settings_still_reach_the_bucket(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``THREADKEEPER_S3_*`` (before ``AWS_*``) work for one more release, without any AWS_*."""
+    for name in s3_server.aws_env():
+        monkeypatch.delenv(name, raising=False)
+    bucket = s3_server.new_bucket()
+    settings = make_settings("", tmp_path, **s3_server.legacy_settings(bucket, "old"))
+    workdir = open_workdir(settings.workdir)
+    record = await workdir.write_tool_result("thread", "call", TEXT)
+    head = s3_server.client().head_object(Bucket=bucket, Key=f"old/{record.key}")
+    assert head["Metadata"]["sha256"] == record.sha256
+
+
+async def test_aws_variables_alone_name_the_s3_endpoint_and_credentials(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only ``THREADKEEPER_WORKDIR_URL`` is ours: obstore reads the standard ``AWS_*`` itself
+    (point ``AWS_ENDPOINT_URL`` elsewhere and the same settings no longer reach the bucket)."""
+    bucket = s3_server.new_bucket()
+    settings = make_settings("", tmp_path, **s3_server.settings(bucket)).workdir
+    for name, value in s3_server.aws_env().items():
+        monkeypatch.setenv(name, value)
+    record = await open_workdir(settings).write_tool_result("thread", "call", TEXT)
+    assert s3_server.client().head_object(Bucket=bucket, Key=f"workdir/{record.key}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    with pytest.raises(WorkdirError):
+        await open_workdir(settings).check()

@@ -10,16 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import msgspec
-
-from app.config import Settings
+from app.config import WorkerSettings
 from app.services.worker import RunWorker
 
 
 async def test_a_wakeup_during_a_claim_round_starts_another_round() -> None:
-    settings = msgspec.structs.replace(
-        Settings(), worker_poll_seconds=30.0, run_events_retention_seconds=0
-    )
+    settings = WorkerSettings(worker_poll_seconds=30.0, run_events_retention_seconds=0)
     worker = RunWorker(settings=settings, sessions=None, runtime=None)  # type: ignore[arg-type]
     rounds: list[float] = []
     second_round = asyncio.Event()

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import structlog
 from langchain.agents.middleware.types import (
@@ -66,11 +66,8 @@ from app.agents.workdir import (
     Workdir,
     WorkdirError,
     WorkdirPathError,
-    open_workdir,
 )
-
-if TYPE_CHECKING:
-    from app.config import Settings
+from app.config import CompressionSettings
 
 log = structlog.get_logger(__name__)
 
@@ -561,6 +558,11 @@ def stamp_request_tokens(response_messages: Sequence[BaseMessage], raw_tokens: i
 
 
 # --- the algorithm ------------------------------------------------------------------------------
+#: The one home of the compression defaults is the settings group; the keyword defaults below
+#: (tests, benchmarks) take theirs from it.
+_DEFAULTS = CompressionSettings()
+
+
 class ContextCompressor:
     """Runs DESIGN 3 on a model view; shared by the middleware and the manual service path."""
 
@@ -570,11 +572,11 @@ class ContextCompressor:
         summarizer: Summarizer,
         workdir: Workdir | None,
         counter: TokenCounter | None = None,
-        summary_threshold: int = 12_000,
-        tool_result_preview_tokens: int = 800,
-        summary_keep_recent_tokens: int = 3_000,
-        summary_max_tokens: int = 1_200,
-        summary_timeout_seconds: float | None = 60.0,
+        summary_threshold: int = _DEFAULTS.summary_threshold,
+        tool_result_preview_tokens: int = _DEFAULTS.tool_result_preview_tokens,
+        summary_keep_recent_tokens: int = _DEFAULTS.summary_keep_recent_tokens,
+        summary_max_tokens: int = _DEFAULTS.summary_max_tokens,
+        summary_timeout_seconds: float | None = _DEFAULTS.summary_timeout_seconds,
         protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
     ) -> None:
         self.summarizer = summarizer
@@ -590,16 +592,16 @@ class ContextCompressor:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: CompressionSettings,
         *,
         summarizer: Summarizer,
-        workdir: Workdir | None = None,
+        workdir: Workdir | None,
         counter: TokenCounter | None = None,
     ) -> ContextCompressor:
-        """Build from the app settings (workdir defaults to the configured one)."""
+        """Build from the compression settings group."""
         return cls(
             summarizer=summarizer,
-            workdir=workdir if workdir is not None else open_workdir(settings),
+            workdir=workdir,
             counter=counter,
             summary_threshold=settings.summary_threshold,
             tool_result_preview_tokens=settings.tool_result_preview_tokens,

@@ -28,10 +28,10 @@ from app.agents.workdir.base import (
 )
 from app.agents.workdir.facade import Workdir, WorkdirStream
 from app.agents.workdir.local import LocalStore
-from app.agents.workdir.s3 import S3Store
+from app.agents.workdir.s3 import S3Store, deprecated_s3_config
 
 if TYPE_CHECKING:
-    from app.config import Settings
+    from app.config import WorkdirSettings
 
 __all__ = [
     "CHUNK_BYTES",
@@ -55,10 +55,16 @@ __all__ = [
 ]
 
 
-def open_workdir(settings: Settings) -> Workdir:
+def open_workdir(settings: WorkdirSettings) -> Workdir:
     """The deployment's Workdir: ``THREADKEEPER_WORKDIR_URL=s3://bucket/prefix`` or the folder
     ``THREADKEEPER_WORKDIR_ROOT`` (created here)."""
     if settings.workdir_url:
-        return Workdir(S3Store.from_settings(settings))
+        legacy = deprecated_s3_config(
+            settings.s3_endpoint_url,
+            settings.s3_region,
+            settings.s3_access_key_id,
+            settings.s3_secret_access_key,
+        )
+        return Workdir(S3Store(settings.workdir_url, config=legacy))
     settings.workdir_path.mkdir(parents=True, exist_ok=True)
     return Workdir(LocalStore(settings.workdir_path))

@@ -9,78 +9,54 @@ object as user metadata (``x-amz-meta-sha256``) and is checked by the facade on 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any, cast
 
 import obstore
 from obstore.store import S3Store as _ObstoreS3
 
 from app.agents.workdir.base import CHUNK_BYTES, StoredObject, WorkdirError, WorkdirNotFoundError
 
-if TYPE_CHECKING:
-    from app.config import Settings
-
 SHA_ATTRIBUTE = "sha256"
-
-
-def parse_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> (bucket, prefix without slashes at either end)."""
-    parts = urlsplit(url)
-    if parts.scheme != "s3" or not parts.netloc:
-        raise ValueError("THREADKEEPER_WORKDIR_URL must look like s3://bucket[/prefix]")
-    return parts.netloc, parts.path.strip("/")
+#: Where obstore looks for a custom endpoint (MinIO, Ceph...); unset: AWS itself.
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 
 
 class S3Store:
+    """``s3://bucket/prefix`` through obstore, which reads endpoint, region and credentials from
+    the standard ``AWS_*`` variables (or an instance role) itself; ``config`` (obstore keys such
+    as ``endpoint``, ``region``) overrides them."""
+
     def __init__(
         self,
-        bucket: str,
-        prefix: str = "",
+        url: str,
         *,
-        endpoint_url: str = "",
-        region: str = "",
-        access_key_id: str = "",
-        secret_access_key: str = "",
+        config: Mapping[str, str] | None = None,
         timeout_seconds: float = 30.0,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        config: dict[str, Any] = {}
-        if endpoint_url:
-            config["endpoint"] = endpoint_url
-        if region:
-            config["region"] = region
-        if access_key_id:
-            config["access_key_id"] = access_key_id
-            config["secret_access_key"] = secret_access_key
+        env = os.environ if environ is None else environ
+        config = dict(config or {})
+        endpoint = config.get("endpoint") or next(
+            (env[name] for name in _ENDPOINT_VARIABLES if env.get(name)), ""
+        )
         timeout = timedelta(seconds=timeout_seconds)
-        self._store = _ObstoreS3(
-            bucket,
-            prefix=prefix or None,
-            config=config,  # type: ignore[arg-type]
+        self._store = _ObstoreS3.from_url(
+            url,
+            config=cast(Any, config) or None,
             client_options={
-                "allow_http": endpoint_url.startswith("http://"),
+                # Explicit client options replace obstore's AWS_ALLOW_HTTP: a plain-http
+                # endpoint (MinIO on a LAN, a test server) is what the operator asked for.
+                "allow_http": endpoint.startswith("http://"),
                 "timeout": timeout,
                 "connect_timeout": timedelta(seconds=min(timeout_seconds, 5.0)),
             },
             # Bounded: a broken bucket must surface as an error, not as a 3-minute retry loop.
             retry_config={"max_retries": 2, "retry_timeout": timeout},
         )
-        self.description = f"s3://{bucket}/{prefix}" + (
-            f" at {endpoint_url}" if endpoint_url else ""
-        )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> S3Store:
-        bucket, prefix = parse_s3_url(settings.workdir_url)
-        return cls(
-            bucket,
-            prefix,
-            endpoint_url=settings.s3_endpoint_url,
-            region=settings.s3_region,
-            access_key_id=settings.s3_access_key_id,
-            secret_access_key=settings.s3_secret_access_key,
-        )
+        self.description = url + (f" at {endpoint}" if endpoint else "")
 
     async def check(self) -> None:
         """A listing proves the bucket exists and the credentials can read it."""
@@ -148,6 +124,19 @@ class S3Store:
 
     async def close(self) -> None:
         return None
+
+
+def deprecated_s3_config(
+    endpoint_url: str, region: str, access_key_id: str, secret_access_key: str
+) -> dict[str, str]:
+    """The old ``THREADKEEPER_S3_*`` settings as obstore config keys (set ones only)."""
+    pairs = {
+        "endpoint": endpoint_url,
+        "region": region,
+        "access_key_id": access_key_id,
+        "secret_access_key": secret_access_key,
+    }
+    return {key: value for key, value in pairs.items() if value}
 
 
 def _sha(attributes: Any) -> str | None:

@@ -270,11 +270,22 @@ def otlp_collector() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
         server.server_close()
 
 
+@pytest.mark.parametrize("configured_by", ["OTEL_EXPORTER_OTLP_ENDPOINT", "deprecated setting"])
 async def test_otlp_endpoint_setting_exports_spans_over_http(
-    app_factory: AppFactory, otlp_collector: tuple[str, list[tuple[str, bytes]]]
+    app_factory: AppFactory,
+    otlp_collector: tuple[str, list[tuple[str, bytes]]],
+    configured_by: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, received = otlp_collector
-    async with app_factory(otel_endpoint=url) as h:
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    overrides: dict[str, str] = {}
+    if configured_by == "OTEL_EXPORTER_OTLP_ENDPOINT":
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)  # read by the SDK's exporter
+    else:
+        overrides["otel_endpoint"] = url  # THREADKEEPER_OTEL_ENDPOINT, one more release
+    async with app_factory(**overrides) as h:
         assert (await h.client.post("/v1/threads", json={}, headers=AUTH)).status_code == 201
     # Shutting the app down flushes the batch processor.
     assert received, "no OTLP export arrived"

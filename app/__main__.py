@@ -34,7 +34,7 @@ def _serve(args: argparse.Namespace) -> None:
         try:
             settings = replace_settings(settings, **overrides)
         except ValueError as exc:  # e.g. --host 0.0.0.0 with the default dev key
-            print(f"threadkeeper: invalid settings: {exc}", file=sys.stderr)
+            print(f"threadkeeper: {exc}", file=sys.stderr)  # exc says "invalid settings: ..."
             sys.exit(2)
     app = create_app(settings)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises the signal; with the default

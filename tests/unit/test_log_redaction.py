@@ -39,6 +39,12 @@ def test_configured_secrets_come_from_every_setting(settings_secrets: list[str])
     assert {CLIENT_KEY, PROVIDER_KEY, SEARCH_KEY, DB_PASSWORD, S3_SECRET} <= set(settings_secrets)
 
 
+def test_the_standard_s3_secret_variable_is_masked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The S3 secret now lives in ``AWS_SECRET_ACCESS_KEY`` (obstore reads it): still masked."""
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
+    assert S3_SECRET in secrets_of(load_settings({}))
+
+
 def test_structlog_events_are_masked_everywhere(
     settings_secrets: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

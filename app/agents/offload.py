@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from app.agents.cuts import is_compacted, new_input_start
 from app.agents.messages import MARKER, marker
 from app.agents.previews import build_preview
 from app.agents.recall import index_fields
 from app.agents.summary_messages import is_offloaded
-from app.agents.tokens import TokenCounter
+from app.agents.tokens import Measurement, TokenCounter
 from app.agents.tool_names import RECOVERY_TOOLS
 from app.agents.workdir import OffloadRecord, Workdir, WorkdirError, WorkdirPathError
 
@@ -213,3 +215,89 @@ async def keep_originals(
         return len(await workdir.read_index(thread_id))
     except (WorkdirError, WorkdirPathError):
         return 0
+
+
+# --- the cache-aware pass (the compressor's step 2) ---------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Offloader:
+    """``deterministic_pass`` bound to one thread's Workdir and the compressor's budget."""
+
+    workdir: Workdir
+    thread_id: str
+    counter: TokenCounter
+    preview_tokens: int
+    protected_tools: Collection[str]
+
+    async def __call__(
+        self,
+        view: Sequence[BaseMessage],
+        base: int,
+        *,
+        stop_below: int | None,
+        failures: list[str],
+        start: int = 0,
+    ) -> tuple[list[BaseMessage], list[OffloadRecord]]:
+        return await deterministic_pass(
+            view,
+            thread_id=self.thread_id,
+            workdir=self.workdir,
+            counter=self.counter,
+            preview_tokens=self.preview_tokens,
+            protected_tools=self.protected_tools,
+            stop_below=stop_below,
+            base_tokens=base,
+            start=start,
+            failures=failures,
+        )
+
+
+@dataclass(slots=True)
+class OffloadResult:
+    view: list[BaseMessage]
+    offloaded: list[OffloadRecord] = field(default_factory=list)
+    #: One reason per result the Workdir refused (it stayed verbatim).
+    failures: list[str] = field(default_factory=list)
+
+
+async def offload_pass(
+    messages: Sequence[BaseMessage],
+    measured: Measurement,
+    *,
+    offloader: Offloader | None,
+    force: bool,
+) -> OffloadResult:
+    """Step 2, cache-aware. ``offloader`` None: no Workdir (or no thread), nothing offloaded.
+    ``force`` (manual path, overflow retry): every large result, whatever the size."""
+    result = OffloadResult(list(messages))
+    if offloader is None:
+        return result
+    counter = offloader.counter
+    fresh = new_input_start(result.view)
+    if not force and is_compacted(result.view[:fresh], result.view[fresh:]):
+        # Append-only once compacted: a large result the model has not been sent yet
+        # arrives as a preview. It is the tail, so no cached prefix is lost; kept verbatim
+        # it would only force a rewrite of the cached prefix at the next crossing.
+        result.view, result.offloaded = await offloader(
+            result.view, measured.base, stop_below=None, start=fresh, failures=result.failures
+        )
+    if not force and not measured.over(result.view, counter):
+        return result
+    if not force:
+        # Cache-aware first: results the model was never sent shrink for free (the
+        # previous request stays an unchanged prefix of this one).
+        result.view, more = await offloader(
+            result.view,
+            measured.base,
+            stop_below=measured.limit,
+            start=fresh,
+            failures=result.failures,
+        )
+        result.offloaded += more
+    if force or measured.over(result.view, counter):
+        # Rewriting the cached part is unavoidable now: offload every large result in
+        # one step so the next crossing is many turns away, never a trickle per turn.
+        result.view, more = await offloader(
+            result.view, measured.base, stop_below=None, failures=result.failures
+        )
+        result.offloaded += more
+    return result

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import tiktoken
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -282,6 +283,46 @@ def stamp_request_tokens(response_messages: Sequence[BaseMessage], raw_tokens: i
             **(message.response_metadata or {}),
             REQUEST_TOKENS_KEY: raw_tokens,
         }
+
+
+# --- measuring a request against the threshold --------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A request's size, in our raw count; the threshold converted into that count."""
+
+    #: provider-reported tokens / our count (1.0 until a provider reported usage).
+    ratio: float
+    #: The threshold in our raw measure (the threshold itself is in the provider's).
+    limit: int
+    #: System prompt + tool schemas: sent with every request, never compressed.
+    base: int
+    #: The whole request as measured.
+    before: int
+
+    def of(self, view: Sequence[BaseMessage], counter: TokenCounter) -> int:
+        """Re-measure: the request with ``view`` as its messages (raw count)."""
+        return self.base + counter.count_messages(view)
+
+    def over(self, view: Sequence[BaseMessage], counter: TokenCounter) -> bool:
+        return self.of(view, counter) >= self.limit
+
+
+def measure(
+    messages: Sequence[BaseMessage],
+    *,
+    counter: TokenCounter,
+    threshold: int,
+    system_message: SystemMessage | str | None,
+    tools: Sequence[Any] | None,
+) -> Measurement:
+    ratio = provider_ratio(messages)
+    base = counter.count_request(system_message, tools, ())
+    return Measurement(
+        ratio=ratio,
+        limit=math.ceil(threshold / ratio),
+        base=base,
+        before=base + counter.count_messages(messages),
+    )
 
 
 # --- the model call's usage span ----------------------------------------------------------------

@@ -5,6 +5,9 @@ findable through the thread's index and ``search_workdir``. Each original gets i
 in the same Workdir call; a write the Workdir refuses leaves that message verbatim and says why.
 Input messages are never mutated: changed messages are copies (``model_copy``) keeping their
 ids, so the graph's add_messages reducer replaces them in place.
+
+``deterministic_pass`` offloads in one sweep; ``offload_pass`` is the compressor's step: which
+sweeps, in which order, so the already-sent (cached) prefix changes as rarely as possible.
 """
 
 from __future__ import annotations

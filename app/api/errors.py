@@ -172,7 +172,7 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
     find the database unreachable.
     """
     descriptions = {
-        400: "validation_error: malformed JSON, unknown field, bad value",
+        400: "validation_error: malformed JSON, unknown field, bad value, two Authorization headers",
         401: "unauthorized: missing or wrong API key",
         404: "not_found: no such resource for this principal",
         409: "thread_busy / invalid_state / request_not_queued",

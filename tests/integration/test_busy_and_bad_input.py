@@ -50,3 +50,25 @@ async def test_cancel_and_resume_on_a_held_run_row_answer_thread_busy(
         assert ok.status_code == 200, ok.text
         done = await h.wait_for_run(tid, statuses={"completed", "failed"})
         assert done["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [(API_KEY, API_KEY), (API_KEY, OTHER_KEY), (OTHER_KEY, API_KEY), (API_KEY, "wrong")],
+)
+async def test_two_authorization_headers_are_refused(
+    app_factory: AppFactory, keys: tuple[str, str]
+) -> None:
+    """Whichever order and whether or not both are valid: never "the first one wins"."""
+    async with app_factory(start_worker=False) as h:
+        headers = [("Authorization", f"Bearer {key}") for key in keys]
+        resp = await h.client.get("/v1/threads", headers=headers)
+        assert resp.status_code == 400, resp.text
+        body = resp.json()
+        assert body["error"] == "validation_error"
+        assert body["fields"] == [
+            {"field": "Authorization", "message": "send exactly one Authorization header"}
+        ]
+        created = await h.client.post("/v1/threads", json={}, headers=headers)
+        assert created.status_code == 400
+        assert (await h.client.get("/v1/threads", headers=AUTH)).json()["items"] == []

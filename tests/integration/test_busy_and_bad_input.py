@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory, AppHarness
+from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.integration.test_agent_runtime import add_doc, new_thread
 
 pytestmark = pytest.mark.integration
@@ -72,3 +72,62 @@ async def test_two_authorization_headers_are_refused(
         created = await h.client.post("/v1/threads", json={}, headers=headers)
         assert created.status_code == 400
         assert (await h.client.get("/v1/threads", headers=AUTH)).json()["items"] == []
+
+
+#: JSON that Python's ``json`` accepts but PostgreSQL's JSONB refuses (or that exhausts recursion).
+HOSTILE_METADATA = {
+    "nan": '{"k":NaN}',
+    "infinity": '{"k":Infinity}',
+    "minus_infinity": '{"k":-Infinity}',
+    "huge_exponent": '{"k":1e400}',
+    "lone_surrogate_value": '{"k":"\\ud83d"}',
+    "lone_surrogate_key": '{"\\udc00":1}',
+    "nul_escape": '{"k":"a\\u0000b"}',
+    "deep": '{"k":' + "[" * 1500 + "]" * 1500 + "}",
+    "long_integer": '{"k":' + "9" * 4400 + "}",
+}
+
+
+def _assert_client_error(resp: Any) -> None:
+    assert 400 <= resp.status_code < 500, (resp.status_code, resp.text[:300])
+    assert resp.json()["error"] == "validation_error", resp.text[:300]
+
+
+@pytest.mark.parametrize("raw", HOSTILE_METADATA.values(), ids=HOSTILE_METADATA.keys())
+async def test_hostile_metadata_json_is_a_400_on_every_route(
+    app_factory: AppFactory, raw: str
+) -> None:
+    async with app_factory(start_worker=False) as h:
+        tid = await new_thread(h)
+        listed = await h.client.get(
+            "/v1/threads?metadata=" + urllib.parse.quote(raw, safe=""), headers=AUTH
+        )
+        _assert_client_error(listed)
+        assert listed.status_code == 400
+        assert listed.json()["fields"][0]["field"] == "metadata"
+
+        body = ('{"metadata":' + raw + "}").encode()
+        json_headers = {**AUTH, "Content-Type": "application/json"}
+        created = await h.client.post("/v1/threads", content=body, headers=json_headers)
+        _assert_client_error(created)
+        updated = await h.client.patch(f"/v1/threads/{tid}", content=body, headers=json_headers)
+        _assert_client_error(updated)
+
+        # Nothing was written: one thread, its metadata untouched.
+        page = (await h.client.get("/v1/threads", headers=AUTH)).json()["items"]
+        assert [(t["id"], t["metadata"]) for t in page] == [(tid, {})]
+
+
+async def test_metadata_filter_still_matches_after_the_stricter_decoding(
+    app_factory: AppFactory,
+) -> None:
+    async with app_factory(start_worker=False) as h:
+        meta = {"project": "apollo", "n": 1e300, "deep": [[[{"x": "é"}]]]}
+        made = await h.client.post("/v1/threads", json={"metadata": meta}, headers=AUTH)
+        assert made.status_code == 201, made.text
+        await h.client.post("/v1/threads", json={"metadata": {"project": "gemini"}}, headers=AUTH)
+        query = urllib.parse.quote('{"project":"apollo","deep":[[[{"x":"\\u00e9"}]]]}', safe="")
+        found = (await h.client.get(f"/v1/threads?metadata={query}", headers=AUTH)).json()
+        assert [t["id"] for t in found["items"]] == [made.json()["id"]]
+
+

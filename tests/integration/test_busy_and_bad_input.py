@@ -129,5 +129,3 @@ async def test_metadata_filter_still_matches_after_the_stricter_decoding(
         query = urllib.parse.quote('{"project":"apollo","deep":[[[{"x":"\\u00e9"}]]]}', safe="")
         found = (await h.client.get(f"/v1/threads?metadata={query}", headers=AUTH)).json()
         assert [t["id"] for t in found["items"]] == [made.json()["id"]]
-
-

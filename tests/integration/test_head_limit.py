@@ -56,7 +56,7 @@ async def test_oversized_heads_get_431_and_are_closed(app_factory: AppFactory) -
         _assert_431(*await _exchange(port, b"GET /health?q=" + b"c" * LIMIT + b" HTTP/1.1\r\n"))
 
         # The 64 MB header line of the report: the server hangs up long before it is sent.
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
         total, sent, chunk = 64 * 1024 * 1024, 0, b"d" * 65_536
         with contextlib.suppress(ConnectionError):

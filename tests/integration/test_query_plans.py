@@ -112,9 +112,9 @@ async def test_get_request_finds_its_run_through_the_request_id_index(
         for statement, parameters in lookups:
             scans = _scans(await _plan(engine, statement, parameters))
             on_runs = [s for s in scans if s[1] == "agent_runs"]
-            assert on_runs and all(index == "ix_agent_runs_request_id" for _, _, index in on_runs), (
-                scans
-            )
+            assert on_runs and all(
+                index == "ix_agent_runs_request_id" for _, _, index in on_runs
+            ), scans
 
 
 def test_deleting_a_request_checks_its_runs_through_the_index(clean_db: str) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from app import http_server
 import app.main  # noqa: F401  (imports every module that defines a DomainError)
+from app import http_server
 from app.api import errors as api_errors
 from app.api.schemas import ErrorCode
 from app.config import load_settings

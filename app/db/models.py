@@ -65,6 +65,8 @@ TERMINAL_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCEL
 #: that must be served by that index repeats it verbatim: with bound parameters (``IN ($1,
 #: $2)``) the planner cannot prove a generic plan covered by it and scans every finished run.
 ACTIVE_RUN_SQL = "status IN ('running', 'interrupted')"
+#: The predicate of the partial index of queued requests, for the same reason.
+QUEUED_REQUEST_SQL = "status = 'queued'"
 
 
 class Conversation(Base):
@@ -168,7 +170,7 @@ class AgentRunRequest(Base):
             "ix_requests_queued",
             "conversation_id",
             "seq",
-            postgresql_where=text("status = 'queued'"),
+            postgresql_where=text(QUEUED_REQUEST_SQL),
         ),
     )
 

@@ -8,9 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import (
     ACTIVE_RUN_SQL,
     ACTIVE_RUN_STATUSES,
+    QUEUED_REQUEST_SQL,
     AgentRun,
     AgentRunRequest,
-    RequestStatus,
     RunStatus,
 )
 
@@ -35,10 +35,8 @@ class MetricsRepository:
         return counts
 
     async def queued_requests(self) -> int:
-        """Served by the partial index on queued requests."""
+        """Served by the partial index on queued requests (never reads dispatched ones)."""
         count = await self.session.scalar(
-            select(func.count())
-            .select_from(AgentRunRequest)
-            .where(AgentRunRequest.status == RequestStatus.QUEUED)
+            select(func.count()).select_from(AgentRunRequest).where(text(QUEUED_REQUEST_SQL))
         )
         return int(count or 0)

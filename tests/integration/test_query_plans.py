@@ -9,13 +9,13 @@ the ones the service really sent (captured on its engine), with their real param
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -76,25 +76,36 @@ def captured_statements(engine: AsyncEngine) -> Iterator[list[tuple[str, Any]]]:
         event.remove(engine.sync_engine, "before_cursor_execute", record)
 
 
-async def _plan(engine: AsyncEngine, statement: str, parameters: Any) -> dict[str, Any]:
-    """The JSON plan of a captured asyncpg statement, with the same parameters."""
-    async with engine.connect() as conn:
-        raw = await conn.get_raw_connection()
-        driver = raw.driver_connection
-        assert driver is not None
-        out = await driver.fetchval("EXPLAIN (FORMAT JSON) " + statement, *(parameters or ()))
-    plan = json.loads(out) if isinstance(out, str) else out
+def _generic_plan(url: str, statement: str, parameters: Any) -> dict[str, Any]:
+    """The plan PostgreSQL reuses for a captured statement once it is a cached prepared
+    statement (asyncpg prepares and caches each one per connection; after five executions the
+    server may switch to this generic plan, which cannot assume the parameters' values)."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(sql.SQL("PREPARE captured AS ") + sql.SQL(statement))  # type: ignore[arg-type]
+        call = sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE captured")
+        if parameters:
+            call += sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, parameters)))
+        [[plan]] = conn.execute(call).fetchall()
     return plan[0]["Plan"]  # type: ignore[no-any-return]
 
 
 def _scans(plan: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    """(node type, relation, index) of every scan node in ``plan``."""
+    """(node type, relation, index) of every scan node in ``plan`` (a bitmap heap scan is
+    named by the index of its bitmap index scan)."""
     found = []
     if "Relation Name" in plan:
-        found.append((plan["Node Type"], plan["Relation Name"], plan.get("Index Name")))
+        index = plan.get("Index Name")
+        if plan["Node Type"] == "Bitmap Heap Scan":
+            index = next((c.get("Index Name") for c in plan.get("Plans", [])), None)
+        found.append((plan["Node Type"], plan["Relation Name"], index))
     for child in plan.get("Plans", []):
         found += _scans(child)
     return found
+
+
+def _tables_read(statement: str) -> set[str]:
+    return {t for t in ("agent_runs", "agent_run_requests") if f"FROM {t}" in statement}
 
 
 async def test_get_request_finds_its_run_through_the_request_id_index(
@@ -110,7 +121,7 @@ async def test_get_request_finds_its_run_through_the_request_id_index(
         lookups = [(s, p) for s, p in seen if "agent_runs.request_id =" in s]
         assert lookups, seen
         for statement, parameters in lookups:
-            scans = _scans(await _plan(engine, statement, parameters))
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
             on_runs = [s for s in scans if s[1] == "agent_runs"]
             assert on_runs and all(
                 index == "ix_agent_runs_request_id" for _, _, index in on_runs
@@ -142,14 +153,22 @@ async def test_metrics_scrape_reads_no_finished_run(app_factory: AppFactory, cle
         with captured_statements(engine) as seen:
             scraped = await h.client.get("/metrics")
         assert scraped.status_code == 200
-        on_runs = [(s, p) for s, p in seen if "agent_runs" in s]
-        assert on_runs, seen
-        for statement, parameters in on_runs:
-            scans = _scans(await _plan(engine, statement, parameters))
-            runs_scans = [s for s in scans if s[1] == "agent_runs"]
-            # Only the partial index of running/interrupted runs: finished ones are not read.
-            assert runs_scans and all(
-                index == "uq_agent_runs_one_active_per_thread" for _, _, index in runs_scans
-            ), (statement, scans)
+        counted = [(s, p) for s, p in seen if _tables_read(s)]
+        assert {t for s, _ in counted for t in _tables_read(s)} == {
+            "agent_runs",
+            "agent_run_requests",
+        }, seen
+        # Only the partial indexes of running/interrupted runs and of queued requests: neither
+        # finished runs nor dispatched requests are read, however many there are.
+        partial = {
+            "agent_runs": "uq_agent_runs_one_active_per_thread",
+            "agent_run_requests": "ix_requests_queued",
+        }
+        for statement, parameters in counted:
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
+            assert scans and all(index == partial[table] for _, table, index in scans), (
+                statement,
+                scans,
+            )
         assert 'threadkeeper_runs{status="running"} 1.0' in scraped.text
         assert 'threadkeeper_runs{status="completed"}' not in scraped.text

@@ -19,8 +19,8 @@ from app import http_server
 from app.api import errors as api_errors
 from app.api.schemas import ErrorCode
 from app.config import load_settings
+from app.errors import DomainError
 from app.main import create_app
-from app.services.errors import DomainError
 
 
 def _subclasses(cls: type) -> list[type]:

@@ -7,9 +7,9 @@ whenever a new request starts arriving, and closes the connection with a ``408``
 not complete in time. A head larger than ``max_head_bytes`` gets a ``431`` and the connection is
 closed (llhttp itself has no limit: it buffered a 64 MB header line, anonymously). Requests the
 parser rejects as malformed HTTP get the service's JSON error body instead of uvicorn's plain
-text. It is uvicorn's httptools protocol (llhttp, in C: the h11
-one in pure Python cost about a fifth of PostMessage's CPU). Used by ``python -m app serve``,
-the tests' live server and the intake benchmark, so what is tested and measured is what runs.
+text. It is uvicorn's httptools protocol (llhttp, in C: the h11 one in pure Python cost about a
+fifth of PostMessage's CPU). Used by ``python -m app serve``, the tests' live server and the
+intake benchmark, so what is tested and measured is what runs.
 """
 
 from __future__ import annotations

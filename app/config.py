@@ -62,12 +62,16 @@ class HttpSettings(_Group, frozen=True, kw_only=True):
     http_keep_alive_seconds: float = 5.0
     #: Seconds a connection may take to send a complete request head; slower ones are closed.
     http_header_timeout_seconds: float = 10.0
+    #: Largest request head (request line + headers) in bytes; larger ones get 431 and are closed.
+    http_max_head_bytes: int = 65_536
     #: Browser origins allowed by CORS (``https://app.example.com``, comma separated; ``*`` for
     #: any). Empty (default): no CORS headers, so browsers on other origins are refused.
     cors_origins: str = ""
 
     def __post_init__(self) -> None:
-        self._require("http_keep_alive_seconds", "http_header_timeout_seconds")
+        self._require(
+            "http_keep_alive_seconds", "http_header_timeout_seconds", "http_max_head_bytes"
+        )
         self.cors_origin_list()
 
     def cors_origin_list(self) -> list[str]:

@@ -36,11 +36,11 @@ from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
 from app.services.knowledge_base import KnowledgeBaseService
-from app.services.run_events import RunEventNotifier
 from app.services.runs import RunService
 from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
-from app.services.worker import RunWorker
+from app.worker.engine import RunWorker
+from app.worker.notifier import RunEventNotifier
 
 log = structlog.get_logger(__name__)
 

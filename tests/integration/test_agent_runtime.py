@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
+from app.db.run_events import DeltaEvent
 from app.repositories.runs import RunEventRepository
 from tests.conftest import AUTH, AppFactory, AppHarness
 
@@ -187,7 +188,9 @@ async def test_event_notifications_wake_only_their_run(app_factory: AppFactory) 
         second = asyncio.create_task(notifier.wait(claimed[1], timeout=0.5))
         await asyncio.sleep(0.1)
         async with h.container.sessions() as session, session.begin():
-            await RunEventRepository(session).append(claimed[0], "status", {"status": "probe"})
+            await RunEventRepository(session).append(
+                claimed[0], DeltaEvent(type="delta", text="probe")
+            )
             await asyncio.sleep(0.1)
             assert not first.done()  # NOTIFY is delivered on commit, not before
         assert await first is True

@@ -135,7 +135,7 @@ async def test_run_released_before_its_input_was_checkpointed_starts_from_that_i
         worker = h.container.worker
         claimed = await worker.claim_next()
         assert claimed is not None
-        await worker._release(claimed)  # what drain does to a run that has not stepped yet
+        await worker.release(claimed)  # what drain does to a run that has not stepped yet
         runs = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"]
         assert [r["status"] for r in runs] == ["running"]
         worker.start()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.run_errors import PROVIDER_ERROR
+from app.worker.errors import PROVIDER_ERROR
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.integration.test_agent_runtime import new_thread
 from tests.support.openai_server import OpenAICompatibleServer

@@ -20,12 +20,12 @@ from app.api.errors import errors
 from app.api.schemas import (
     MAX_CURSOR,
     ResumeIn,
-    RunEventData,
     RunEventFrame,
     RunList,
     RunOut,
 )
 from app.db.models import AgentRun, RunStatus
+from app.db.run_events import RunEventData
 from app.services.errors import ValidationFailed
 from app.services.runs import ReviewDecision, RunService
 

@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.db.urls import libpq_url
 from app.db.run_events import DeltaEvent
+from app.db.urls import libpq_url
 from app.repositories.runs import RunEventRepository
 from tests.conftest import AUTH, AppFactory, AppHarness
 

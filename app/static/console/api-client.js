@@ -367,6 +367,7 @@ async function request(config, op, args, options) {
  * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | null)} [error_code]
  * @property {(Record<string, any> | Array<any> | null)} [interrupt]
  * @property {(string | null)} [request_id] uuid
+ * @property {boolean} [handoff] default false
  */
 
 /**

@@ -427,13 +427,9 @@ class RunRepository:
             run_id,
             "cancel",
             set(ACTIVE_RUN_STATUSES),
-            StatusEvent(
-                type="status",
-                status="cancelled",
-                final=True,
-                error=error.message,
-                error_code=error.code,
-            ),
+            # The code but not the message: the client asked for this, "cancelled" says it all
+            # (the console shows an event's ``error`` beside its status; the run row keeps both).
+            StatusEvent(type="status", status="cancelled", final=True, error_code=error.code),
             status=RunStatus.CANCELLED,
             cancel_requested=True,
             error=error.message,

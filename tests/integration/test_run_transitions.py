@@ -171,6 +171,7 @@ async def test_complete_fail_and_cancel_are_final(sessions: Sessions) -> None:
         assert run.resume_payload is None and run.lease_holder is None
         last = status_event(events[-1])
         assert (last.status, last.error_code, last.final) == ("cancelled", "cancelled", True)
+        assert last.error is None  # the run row has the message; the event only the code
 
 
 async def _cancelled_while_running(sessions: Sessions) -> uuid.UUID:

@@ -15,7 +15,8 @@ from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolM
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.messages import message_text
-from app.agents.middlewares.summary import is_summary_message
+from app.agents.summary_messages import is_summary_message
+from app.agents.tokens import run_usage
 from app.db.models import Message
 from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole
 from app.repositories.conversations import ConversationRepository
@@ -112,11 +113,6 @@ def new_messages(update: Any) -> list[BaseMessage]:
     return found
 
 
-def _usage(message: AIMessage, key: str) -> int:
-    usage: dict[str, Any] = dict(message.usage_metadata or {})
-    return int(usage.get(key, 0) or 0)
-
-
 class DeltaBuffer:
     """Coalesces streamed tokens into few ``delta`` events: one row per ``interval`` seconds or
     ``max_chars`` characters (and at each step's end), not one per token."""
@@ -205,11 +201,12 @@ class RunLedger:
             # Usage is counted once per AI message actually stored (replays are skipped).
             fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]
             if fresh_ai:
+                usage = run_usage(fresh_ai)
                 await RunRepository(session).add_usage(
                     run_id,
-                    input_tokens=sum(_usage(m, "input_tokens") for m in fresh_ai),
-                    output_tokens=sum(_usage(m, "output_tokens") for m in fresh_ai),
-                    calls=len(fresh_ai),
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    calls=usage.calls,
                 )
             if stored:
                 await RunEventRepository(session).append_many(

@@ -1,4 +1,4 @@
-"""Run requests (the per-thread FIFO), runs (with leases) and their events."""
+"""Run requests (the per-thread FIFO) and runs (with leases and their status transitions)."""
 
 from __future__ import annotations
 
@@ -7,31 +7,20 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import (
     ACTIVE_RUN_STATUSES,
-    TERMINAL_RUN_STATUSES,
     AgentRun,
     AgentRunRequest,
     Conversation,
     RequestStatus,
-    RunEvent,
     RunStatus,
 )
-from app.db.run_events import (
-    CompressionEvent,
-    DeltaEvent,
-    MessageEvent,
-    RunError,
-    RunEventData,
-    StatusEvent,
-    event_row,
-)
+from app.db.run_events import RunError, StatusEvent
+from app.repositories.run_events import RunEventRepository
 
-#: LISTEN/NOTIFY channel that wakes event streams (see app/worker/notifier.py).
-RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
 #: LISTEN/NOTIFY channel that wakes workers in other processes: a thread may have become
 #: claimable (a message queued on an idle thread, a run resumed). Polling stays the fallback.
 WORK_CHANNEL = "threadkeeper_work"
@@ -42,8 +31,6 @@ class IllegalTransition(RuntimeError):
     lock and checked its status first, so this is a bug or an unlocked race, never user input)."""
 
 
-#: The events a run's activity appends (its status events come with its status transitions).
-ActivityEvent = DeltaEvent | MessageEvent | CompressionEvent
 #: The columns that say no worker holds the run.
 _NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
 
@@ -471,60 +458,5 @@ class RunRepository:
         await self._event(run_id, event)
 
     async def _event(self, run_id: uuid.UUID, event: StatusEvent) -> None:
+        # The one caller of the event repository's status door (see RunEventRepository).
         await RunEventRepository(self.session)._insert(run_id, [event])
-
-
-class RunEventRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
-
-    async def append(self, run_id: uuid.UUID, event: ActivityEvent) -> int:
-        """Insert the event; listeners are notified when the surrounding transaction commits."""
-        [event_id] = await self.append_many(run_id, [event])
-        return event_id
-
-    async def append_many(self, run_id: uuid.UUID, events: Sequence[ActivityEvent]) -> list[int]:
-        """Insert events in order with one statement and one notification (ids ascend in order).
-
-        ``status`` events are not taken here: RunRepository's transitions write them, each
-        with the status it reports."""
-        return await self._insert(run_id, events)
-
-    async def _insert(self, run_id: uuid.UUID, events: Sequence[RunEventData]) -> list[int]:
-        rows = [
-            RunEvent(run_id=run_id, type=type_, data=data) for type_, data in map(event_row, events)
-        ]
-        self.session.add_all(rows)
-        await self.session.flush()
-        await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(run_id))))
-        return [int(r.id) for r in rows]
-
-    async def prune_finished(self, *, older_than_seconds: float, limit: int) -> int:
-        """Delete up to ``limit`` events of runs that ended more than ``older_than_seconds`` ago
-        (completed, failed or cancelled; interrupted runs can still resume and keep theirs)."""
-        finished = (
-            select(RunEvent.id)
-            .join(AgentRun, AgentRun.id == RunEvent.run_id)
-            .where(
-                AgentRun.status.in_(TERMINAL_RUN_STATUSES),
-                AgentRun.finished_at < func.now() - timedelta(seconds=older_than_seconds),
-            )
-            .limit(limit)
-            .scalar_subquery()
-        )
-        result = await self.session.execute(
-            delete(RunEvent).where(RunEvent.id.in_(finished)).returning(RunEvent.id)
-        )
-        return len(result.all())
-
-    async def after(
-        self, run_id: uuid.UUID, after_id: int, *, limit: int = 500
-    ) -> Sequence[RunEvent]:
-        return (
-            await self.session.scalars(
-                select(RunEvent)
-                .where(RunEvent.run_id == run_id, RunEvent.id > after_id)
-                .order_by(RunEvent.id)
-                .limit(limit)
-            )
-        ).all()

@@ -23,7 +23,8 @@ from app.db.models import (
     RunStatus,
 )
 from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.repositories.run_events import RunEventRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.services.errors import (
     InvalidState,
     InvalidToolArguments,

@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import metrics
 from app.db.models import RequestStatus
 from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.repositories.run_events import RunEventRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.worker.errors import LEASE_EXPIRED
 
 log = structlog.get_logger(__name__)

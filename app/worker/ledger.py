@@ -21,7 +21,8 @@ from app.db.models import Message
 from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
-from app.repositories.runs import ActivityEvent, RunEventRepository, RunRepository
+from app.repositories.run_events import ActivityEvent, RunEventRepository
+from app.repositories.runs import RunRepository
 
 #: The graph's custom stream events a run stores, by their ``type``.
 CUSTOM_EVENTS: dict[str, type[CompressionEvent]] = {"compression": CompressionEvent}

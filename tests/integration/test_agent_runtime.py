@@ -12,7 +12,7 @@ import pytest
 
 from app.db.run_events import DeltaEvent
 from app.db.urls import libpq_url
-from app.repositories.runs import RunEventRepository
+from app.repositories.run_events import RunEventRepository
 from tests.conftest import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import metrics
 from app.db.models import (
     ACTIVE_RUN_STATUSES,
     AgentRun,
@@ -19,6 +20,7 @@ from app.db.models import (
     RunStatus,
 )
 from app.db.run_events import RunError, StatusEvent
+from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RunEventRepository
 
 #: LISTEN/NOTIFY channel that wakes workers in other processes: a thread may have become
@@ -201,12 +203,16 @@ class RunRepository:
         )
 
     async def lock(self, run_id: uuid.UUID) -> AgentRun | None:
-        return await self.session.scalar(
-            select(AgentRun)
-            .where(AgentRun.id == run_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
+        """``SELECT ... FOR UPDATE`` the run row. Callers that took the thread lock first run under
+        its ``lock_timeout``: a run row held past it (a worker writing the run's messages) is the
+        same "try again" as a held thread lock, so it becomes ThreadBusy too, not a 500."""
+        async with lock_errors_as_busy("the run is locked by another operation"):
+            return await self.session.scalar(
+                select(AgentRun)
+                .where(AgentRun.id == run_id)
+                .with_for_update()
+                .execution_options(populate_existing=True)
+            )
 
     async def list_for_conversation(
         self, conversation_id: uuid.UUID, *, limit: int = 50
@@ -277,7 +283,8 @@ class RunRepository:
 
     # --- status transitions: the one writer of a run's status --------------------------------
     # Each writes the status and its typed ``status`` event in the caller's transaction (so both
-    # commit or neither does) and refuses a change the state machine does not allow.
+    # commit or neither does) and refuses a change the state machine does not allow. The final
+    # ones (complete, fail, cancel) also count the run in ``threadkeeper_runs_finished``.
     async def start(
         self,
         *,
@@ -386,6 +393,7 @@ class RunRepository:
             finished_at=func.now(),
             **_NO_LEASE,
         )
+        metrics.record_run_finished(RunStatus.COMPLETED)
 
     async def fail(self, run_id: uuid.UUID, error: RunError) -> None:
         await self._transition(
@@ -406,6 +414,7 @@ class RunRepository:
             finished_at=func.now(),
             **_NO_LEASE,
         )
+        metrics.record_run_finished(RunStatus.FAILED)
 
     async def cancel(self, run_id: uuid.UUID, error: RunError) -> None:
         """Ended by request: a running run (its worker stopped it, or no worker held it yet) or
@@ -425,6 +434,7 @@ class RunRepository:
             finished_at=func.now(),
             **_NO_LEASE,
         )
+        metrics.record_run_finished(RunStatus.CANCELLED)
 
     async def request_cancel(self, run_id: uuid.UUID) -> None:
         """Ask the worker holding a running run to stop it (it ends it with ``cancel``)."""

@@ -26,7 +26,7 @@ from app.config import Settings
 from app.container import Container, build_container
 from app.main import create_app
 from tests.conftest import API_KEY, AUTH, make_settings
-from tests.integration.test_context_compression import BIG_DOC
+from tests.support.corpus import BIG_DOC
 from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

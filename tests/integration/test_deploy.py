@@ -20,7 +20,15 @@ from app.db.migrate import upgrade_head
 from app.main import create_app
 from tests.conftest import make_settings
 from tests.support.database import fresh_database
-from tests.support.processes import ROOT, app_process, free_port, reaped, wait_exit, wait_ready
+from tests.support.processes import (
+    ROOT,
+    app_process,
+    app_run,
+    free_port,
+    reaped,
+    wait_exit,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -131,13 +139,9 @@ def test_default_dev_key_is_refused_off_loopback() -> None:
     # Real keys on a public address are fine.
     public = load_settings({"THREADKEEPER_HOST": "0.0.0.0", "THREADKEEPER_API_KEYS": "a:k-1"})
     assert public.host == "0.0.0.0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = app_run(
+        ["serve", "--host", "0.0.0.0"],
+        {"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
     )
     assert proc.returncode == 2
     assert "dev-key" in proc.stderr and "Traceback" not in proc.stderr

@@ -10,8 +10,7 @@ import pytest
 
 from app.api.json_guard import MAX_JSON_DEPTH
 from tests.conftest import API_KEY, AUTH, AppFactory
-from tests.integration.test_agent_runtime import new_thread
-from tests.integration.test_security import BODIES, _concrete, openapi_operations
+from tests.support.api import BODIES, concrete_path, new_thread, openapi_operations
 from tests.support.live_server import serve_in_loop
 
 pytestmark = pytest.mark.integration
@@ -32,7 +31,7 @@ async def test_deeply_nested_json_is_400_on_every_json_route(app_factory: AppFac
         ops = [op for op in await openapi_operations(h) if "requestBody" in op[2]]
         assert {op[2]["operationId"] for op in ops} >= set(BODIES)
         for method, path, op in ops:
-            url = _concrete(path).replace(_concrete("{thread_id}"), tid)
+            url = concrete_path(path).replace(concrete_path("{thread_id}"), tid)
             for body in (nested(970), b'{"content": ' + nested(MAX_JSON_DEPTH + 1) + b"}"):
                 resp = await h.client.request(
                     method, url, content=body, headers={**AUTH, "content-type": "application/json"}

@@ -6,8 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -16,8 +14,9 @@ import pytest
 from app.agents.middlewares.summary import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
-from tests.integration.test_agent_runtime import add_doc, messages, new_thread
+from tests.support.api import add_doc, messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.processes import app_process, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -240,7 +239,6 @@ async def test_killed_worker_lease_expires_and_run_is_recovered(
     with OpenAICompatibleServer() as srv:
         srv.enqueue_tool_call("query_kb", {"query": "lease"})
         env = {
-            **os.environ,
             "DATABASE_URL": clean_db,
             "THREADKEEPER_LLM_BASE_URL": srv.base_url,
             "THREADKEEPER_LLM_API_KEY": "k",
@@ -259,10 +257,8 @@ async def test_killed_worker_lease_expires_and_run_is_recovered(
             await h.client.post(
                 f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
             )
-            proc = subprocess.Popen(  # noqa: ASYNC220 - a real separate worker process
-                [sys.executable, "-m", "app", "worker"], env=env, cwd=Path(__file__).parents[2]
-            )
-            try:
+            proc = app_process(["worker"], env, tmp_path / "worker.log")
+            with reaped(proc):
                 got_second = False
                 for _ in range(1200):  # up to 60 s: a cold interpreter on a busy machine
                     if len(srv.requests) >= 1 and srv.block is None:
@@ -274,9 +270,6 @@ async def test_killed_worker_lease_expires_and_run_is_recovered(
                 assert got_second, "worker never reached the second model call"
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
             srv.release()
             srv.block = None
             run = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"][0]

@@ -29,7 +29,7 @@ from tests.conftest import API_KEY, AUTH, make_settings
 from tests.support.corpus import BIG_DOC
 from tests.support.openai_server import OpenAICompatibleServer
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -19,7 +19,7 @@ from tests.support.processes import app_process, reaped, wait_exit, worker_check
 from tests.support.search_backend import SearchBackend
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def worker_env(db: str, srv: OpenAICompatibleServer, tmp: Path, name: str, **extra: str) -> dict:

@@ -19,7 +19,7 @@ from tests.support.api import new_thread
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, reaped, wait_exit
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROVIDER_KEY = "sk-live-7Hq2XbV9mKp4Lr8Tz3Nw"
 INTERNAL_HOST = "llm-gw-03.corp.internal"

@@ -199,6 +199,7 @@ async def test_workdir_blocked_summary_states_why_nothing_was_offloaded(
         assert summarized and all(e["offload_failed"] >= 1 for e in summarized)
 
 
+@pytest.mark.slow  # a real process
 async def test_workdir_full_in_a_worker_process_keeps_full_results(
     app_factory: AppFactory, clean_db: str, tmp_path: Path
 ) -> None:

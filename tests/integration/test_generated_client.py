@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import API_KEY, AppFactory
 from tests.support.corpus import DOC
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PACKAGE = "threadkeeper_client"
 

@@ -13,7 +13,7 @@ from tests.conftest import API_KEY, AUTH
 from tests.support.processes import app_process, free_port, reaped, served, stop
 from tests.support.waiting import wait_terminal, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_every_line_is_json_and_unknown_settings_are_named_once(

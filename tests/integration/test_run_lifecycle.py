@@ -232,6 +232,7 @@ async def test_turn_over_openai_compatible_http_with_tool_call_and_usage(
             assert state["context"]["input_tokens"] == round(raw * max(0.5, min(2.0, ratio)))
 
 
+@pytest.mark.slow  # a real process
 async def test_killed_worker_lease_expires_and_run_is_recovered(
     app_factory: AppFactory, clean_db: str, tmp_path: Path
 ) -> None:

@@ -26,7 +26,7 @@ from tests.support.processes import app_process, free_port, reaped, wait_exit, w
 from tests.support.s3_server import S3Server
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 THREADS = 20
 PER_THREAD = 2

@@ -281,6 +281,7 @@ async def test_request_bodies_over_the_limit_get_413_and_store_nothing(
 
 
 # --- no secrets in logs --------------------------------------------------------------------------
+@pytest.mark.slow  # a real process
 async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
     clean_db: str, tmp_path: Path
 ) -> None:

@@ -20,7 +20,7 @@ from tests.support.api import new_thread
 from tests.support.processes import app_process, reaped
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def listening(db: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ API_KEY = "test-key-alice"
 OTHER_KEY = "test-key-bob"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 OTHER_AUTH = {"Authorization": f"Bearer {OTHER_KEY}"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Apps built by tests point the root logger at pytest's capture stream, which is closed
+    when the session ends; the embedded PostgreSQL logs its shutdown from an atexit handler
+    after that ("--- Logging error ---" four times). Hand the root logger back as we found it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

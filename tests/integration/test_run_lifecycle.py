@@ -346,8 +346,10 @@ async def test_a_recovered_run_stops_writing(app_factory: AppFactory, clean_db: 
     """Once another worker recovered the run, the stale one must not add to the history."""
     with OpenAICompatibleServer() as srv:
         srv.hold()
+        # No heartbeat within the test: one between the UPDATE below and the recovery renewed
+        # the lease and nothing was recovered (seen on a loaded machine).
         async with app_factory(
-            llm_base_url=srv.base_url, llm_api_key="k", heartbeat_seconds=4.0, lease_seconds=5.0
+            llm_base_url=srv.base_url, llm_api_key="k", heartbeat_seconds=60.0, lease_seconds=120.0
         ) as h:
             tid = await new_thread(h)
             await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "hi"}, headers=AUTH)

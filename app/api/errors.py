@@ -21,10 +21,10 @@ from sqlalchemy.exc import DBAPIError
 
 from app.api.schemas import ErrorBody
 from app.db.errors import is_connection_error
+from app.errors import DomainError
 from app.repositories.locking import sqlstate_of
 from app.services.errors import (
     DatabaseUnavailable,
-    DomainError,
     SchemaNotMigrated,
     ServiceUnavailable,
     ValidationFailed,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from app.agents.extractive import ExtractiveSummarizer
+from app.agents.summarizers import ExtractiveSummarizer
 
 
 class CountingSummarizer:
@@ -38,6 +38,18 @@ class CountingSummarizer:
         for message in messages:
             lines.append(f"- {message.type}: {message.text[:60]}")
         return "\n".join(lines)
+
+
+class FixedSummarizer:
+    """Always answers ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def asummarize(
+        self, messages: Sequence[BaseMessage], *, previous_summary: str | None, max_tokens: int
+    ) -> str:
+        return self.text
 
 
 class FailingSummarizer(CountingSummarizer):

@@ -75,7 +75,9 @@ def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Setting
         "log_level": "WARNING",
         "worker_poll_seconds": 0.05,
         "heartbeat_seconds": 0.5,
-        "lease_seconds": 5.0,
+        # Long enough that a starved event loop (several suites on 2 shared cores) misses no
+        # heartbeat; tests about lease expiry set their own lease or expire it in SQL.
+        "lease_seconds": 30.0,
         "lock_timeout_ms": 2000,
         "db_pool_size": 10,
         # Tests poll in tight loops; the limiter has its own test.

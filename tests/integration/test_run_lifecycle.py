@@ -309,7 +309,7 @@ async def test_heartbeat_survives_a_lost_connection(app_factory: AppFactory, cle
     with OpenAICompatibleServer() as srv:
         srv.hold()
         async with app_factory(
-            llm_base_url=srv.base_url, llm_api_key="k", heartbeat_seconds=0.3
+            llm_base_url=srv.base_url, llm_api_key="k", heartbeat_seconds=0.3, lease_seconds=5.0
         ) as h:
             tid = await new_thread(h)
             await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "hi"}, headers=AUTH)

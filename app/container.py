@@ -71,6 +71,7 @@ class Container:
     worker: RunWorker
     notifier: RunEventNotifier
     _closed: bool = field(default=False)
+    _schema_at_head: bool = field(default=False)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -83,6 +84,13 @@ class Container:
         if applied == heads:
             return None
         return f"schema at {','.join(sorted(applied)) or 'nothing'}, head {','.join(sorted(heads))}"
+
+    async def schema_at_head(self) -> bool:
+        """Whether the schema is at the Alembic head; once it is, remembered (migrations only move
+        it forward while we run), so the check costs one query per request only until then."""
+        if not self._schema_at_head:
+            self._schema_at_head = await self.schema_lag() is None
+        return self._schema_at_head
 
     async def close(self) -> None:
         if self._closed:

@@ -56,6 +56,7 @@ class ErrorCode(enum.StrEnum):
     COMPRESSION_FAILED = "compression_failed"
     UNAVAILABLE = "unavailable"
     DATABASE_UNAVAILABLE = "database_unavailable"
+    DATABASE_NOT_MIGRATED = "database_not_migrated"
     WORKDIR_UNAVAILABLE = "workdir_unavailable"
     HTTP_ERROR = "http_error"
 

@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from app.config import WorkerSettings
-from app.services.worker import RunWorker
+from app.worker.engine import RunWorker
 
 
 async def test_a_wakeup_during_a_claim_round_starts_another_round() -> None:

@@ -51,6 +51,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: 0 disables it. Over the limit: 429 ``rate_limited`` with ``Retry-After``.
     rate_limit_per_second: float = 50.0
     rate_limit_burst: int = 100
+    #: Open SSE event streams plus WaitRun long-polls one principal may hold in one process
+    #: (429 ``too_many_streams`` beyond), and all principals together (503
+    #: ``streams_unavailable`` beyond). An idle follower costs no database work, only a socket
+    #: and a little memory. 0: unlimited.
+    max_streams_per_principal: int = 200
+    max_streams: int = 5_000
+    #: On SIGTERM, open streams and long-polls end at once; other requests get this long to
+    #: finish before their connections are cut. Then the in-process worker drains (see
+    #: ``drain_seconds``): give the container a stop grace period above the sum.
+    http_shutdown_timeout_seconds: float = 5.0
 
     # --- observability --------------------------------------------------------------------------
     #: Serve Prometheus ``/metrics`` (no API key: restrict it at the network/ingress).
@@ -160,6 +170,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"
             )
+        for name in ("max_streams_per_principal", "max_streams", "http_shutdown_timeout_seconds"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"THREADKEEPER_{name.upper()} must be >= 0")
         if self.drain_seconds < 0:
             raise ValueError("THREADKEEPER_DRAIN_SECONDS must be >= 0")
         if self.workdir_url and not self.workdir_url.startswith("s3://"):

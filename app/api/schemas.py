@@ -40,10 +40,12 @@ class ErrorCode(enum.StrEnum):
     NOT_SUPPORTED = "not_supported"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     RATE_LIMITED = "rate_limited"
+    TOO_MANY_STREAMS = "too_many_streams"
     INTERNAL_ERROR = "internal_error"
     COMPRESSION_FAILED = "compression_failed"
     UNAVAILABLE = "unavailable"
     DATABASE_UNAVAILABLE = "database_unavailable"
+    STREAMS_UNAVAILABLE = "streams_unavailable"
     WORKDIR_UNAVAILABLE = "workdir_unavailable"
     HTTP_ERROR = "http_error"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 class DomainError(Exception):
     code: str = "error"
     status_code: int = 400
+    #: Seconds a client should wait before retrying (the ``Retry-After`` header), if any.
+    retry_after: str | None = None
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(detail or self.code)
@@ -100,3 +102,20 @@ class DatabaseUnavailable(ServiceUnavailable):
         super().__init__(
             detail or "the database is unreachable or the connection was lost; retry the request"
         )
+
+
+class TooManyStreams(DomainError):
+    """The principal already holds as many open event streams and WaitRun long-polls (in this
+    process) as it may; one must end first."""
+
+    code = "too_many_streams"
+    status_code = 429
+    retry_after = "5"
+
+
+class StreamsUnavailable(ServiceUnavailable):
+    """This process follows as many runs as it can, or it is shutting down: the stream or
+    long-poll is refused before it starts (never cut halfway). Retry, possibly elsewhere."""
+
+    code = "streams_unavailable"
+    retry_after = "5"

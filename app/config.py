@@ -55,7 +55,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: (429 ``too_many_streams`` beyond), and all principals together (503
     #: ``streams_unavailable`` beyond). An idle follower costs no database work, only a socket
     #: and a little memory. 0: unlimited.
-    max_streams_per_principal: int = 200
+    max_streams_per_principal: int = 500
     max_streams: int = 5_000
     #: On SIGTERM, open streams and long-polls end at once; other requests get this long to
     #: finish before their connections are cut. Then the in-process worker drains (see

@@ -89,7 +89,8 @@ class Followers:
     def __init__(self) -> None:
         self.opened = 0
         self.refused: dict[int, int] = {}
-        self.cut = 0
+        #: Transport errors by kind (a stream cut mid-response, a long-poll's connection lost).
+        self.cut: dict[str, int] = {}
         self.ended = 0
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -103,15 +104,19 @@ class Followers:
                 async for _ in r.aiter_lines():
                     pass
                 self.ended += 1
-        except httpx.TransportError:
-            self.cut += 1
+        except httpx.TransportError as exc:
+            self._cut("stream", exc)
+
+    def _cut(self, what: str, exc: Exception) -> None:
+        key = f"{what}:{type(exc).__name__}"
+        self.cut[key] = self.cut.get(key, 0) + 1
 
     async def poll(self, client: httpx.AsyncClient, run_id: str) -> None:
         while True:
             try:
                 r = await client.get(f"/v1/runs/{run_id}/wait", headers=AUTH)
-            except httpx.TransportError:
-                self.cut += 1
+            except httpx.TransportError as exc:
+                self._cut("poll", exc)
                 await asyncio.sleep(1)
                 continue
             if r.status_code != 200:
@@ -199,7 +204,7 @@ async def run(args: argparse.Namespace, db: str, workdir: str) -> None:
 
     print(f"followers: {args.streams} idle streams + {args.polls} long-polls, one principal")
     print(
-        f"  opened {followers.opened}, refused {followers.refused or 0}, cut {followers.cut}, "
+        f"  opened {followers.opened}, refused {followers.refused or 0}, cut {followers.cut or 0}, "
         f"still open after the load {still_open}/{n}"
     )
     print(f"idle transactions/s: {idle_base:.1f} without followers, {idle_followed:.1f} with")

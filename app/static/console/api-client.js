@@ -217,7 +217,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -420,7 +420,7 @@ async function request(config, op, args, options) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -441,7 +441,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function cancelRequest(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -460,7 +460,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -483,7 +483,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
  */
 export function compressContext(config, args = {}, options = {}) {
@@ -500,7 +500,7 @@ export function compressContext(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -519,7 +519,7 @@ export function createThread(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -537,7 +537,7 @@ export function deleteThread(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -557,7 +557,7 @@ export function getAgentState(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -575,7 +575,7 @@ export function getRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -593,7 +593,7 @@ export function getRun(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -625,7 +625,7 @@ export function health(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -644,7 +644,7 @@ export function listMessages(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -662,7 +662,7 @@ export function listRuns(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
@@ -685,7 +685,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -703,7 +703,7 @@ export function postMessage(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -737,7 +737,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -756,7 +756,7 @@ export function resumeRun(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -765,7 +765,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
 /**
  * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
  *
- * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`.
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`).
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, after?: number}} args
@@ -776,8 +776,8 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function streamRunEvents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after"], "hasBody": false, "auth": true}, args, options);
@@ -798,7 +798,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function updateThread(config, args = {}, options = {}) {
   return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -807,7 +807,7 @@ export function updateThread(config, args = {}, options = {}) {
 /**
  * WaitRun: GET /v1/runs/{run_id}/wait (200)
  *
- * Long-poll: answers as soon as the run is no longer `running` (interrupted, completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with its current status; call again while it is `running`.
+ * Long-poll: answers as soon as the run is no longer `running` (interrupted, completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with its current status (earlier when the server shuts down); call again while it is `running`. Open long-polls and event streams per API key are capped: 429 `too_many_streams` with `Retry-After`.
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, timeout?: number}} args
@@ -818,8 +818,8 @@ export function updateThread(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function waitRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);

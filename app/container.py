@@ -24,6 +24,7 @@ from app.agents.summarizers import Summarizer, build_summarizer
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir, open_workdir
 from app.config import Settings
+from app.db.checkpointer import BoundedPostgresSaver
 from app.db.embedded import start_embedded_postgres
 from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
@@ -135,7 +136,7 @@ async def build_container(
         open=False,
     )
     await pool.open(wait=True, timeout=30)
-    checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    checkpointer = BoundedPostgresSaver(pool, acquire_timeout=settings.db_pool_timeout_seconds)
     await checkpointer.setup()
 
     workdir = open_workdir(settings)

@@ -172,16 +172,18 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
 
     400 is always listed: any malformed parameter is answered with our ErrorBody, and without it
     Litestar documents its own (different) validation body instead. 503 too: every route may
-    find the database unreachable.
+    find the database unreachable. And 431: the HTTP server refuses an oversized request head
+    (app/http_server.py) before any route is chosen.
     """
     descriptions = {
-        400: "validation_error: malformed JSON, unknown field, bad value",
+        400: "validation_error: malformed JSON, unknown field, bad value, two Authorization headers",
         401: "unauthorized: missing or wrong API key",
         404: "not_found: no such resource for this principal",
         409: "thread_busy / invalid_state / request_not_queued",
         413: "payload_too_large",
         429: "rate_limited: over the request rate / too_many_streams: this principal's open "
         "event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s",
+        431: "request_header_too_large: the request line and headers exceed the server's limit",
         422: "nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)",
         502: "compression_failed: the summarizer failed; nothing was written",
         503: "database_unavailable: the database cannot be reached right now; retry later"
@@ -191,5 +193,5 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
     }
     return {
         c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))
-        for c in sorted({400, 503, *codes})
+        for c in sorted({400, 431, 503, *codes})
     }

@@ -217,7 +217,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -416,10 +416,11 @@ async function request(config, op, args, options) {
  *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function addDocument(config, args = {}, options = {}) {
@@ -436,11 +437,12 @@ export function addDocument(config, args = {}, options = {}) {
  *   - request_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function cancelRequest(config, args = {}, options = {}) {
@@ -455,11 +457,12 @@ export function cancelRequest(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function cancelRun(config, args = {}, options = {}) {
@@ -476,12 +479,13 @@ export function cancelRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<CompressOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
@@ -497,9 +501,10 @@ export function compressContext(config, args = {}, options = {}) {
  * @param {{body: CreateThreadIn}} args
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function createThread(config, args = {}, options = {}) {
@@ -514,11 +519,12 @@ export function createThread(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function deleteThread(config, args = {}, options = {}) {
@@ -533,10 +539,11 @@ export function deleteThread(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentStateOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getAgentState(config, args = {}, options = {}) {
@@ -553,10 +560,11 @@ export function getAgentState(config, args = {}, options = {}) {
  *   - request_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getRequest(config, args = {}, options = {}) {
@@ -571,10 +579,11 @@ export function getRequest(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getRun(config, args = {}, options = {}) {
@@ -589,10 +598,11 @@ export function getRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getThread(config, args = {}, options = {}) {
@@ -621,10 +631,11 @@ export function health(config, args = {}, options = {}) {
  *   - limit: 1..1000; default 200
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listMessages(config, args = {}, options = {}) {
@@ -640,10 +651,11 @@ export function listMessages(config, args = {}, options = {}) {
  *   - limit: 1..200; default 50
  * @param {RequestOptions} [options]
  * @returns {Promise<RunList>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listRuns(config, args = {}, options = {}) {
@@ -659,9 +671,10 @@ export function listRuns(config, args = {}, options = {}) {
  *   - metadata: A JSON object, e.g. {"project":"apollo"}: only threads whose metadata contains it (every key with an equal value; nested objects likewise). (length 0..4096)
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadPage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listThreads(config, args = {}, options = {}) {
@@ -678,13 +691,14 @@ export function listThreads(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<PostMessageOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function postMessage(config, args = {}, options = {}) {
@@ -699,10 +713,11 @@ export function postMessage(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
@@ -731,12 +746,13 @@ export function ready(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function resumeRun(config, args = {}, options = {}) {
@@ -753,9 +769,10 @@ export function resumeRun(config, args = {}, options = {}) {
  *   - limit: 1..50; default 8
  * @param {RequestOptions} [options]
  * @returns {Promise<KbSearchOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
@@ -773,10 +790,11 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  *   - after: 0..9007199254740991; default 0
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function streamRunEvents(config, args = {}, options = {}) {
@@ -793,11 +811,12 @@ export function streamRunEvents(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function updateThread(config, args = {}, options = {}) {
@@ -815,10 +834,11 @@ export function updateThread(config, args = {}, options = {}) {
  *   - timeout: 0..30; default 30.0
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function waitRun(config, args = {}, options = {}) {

@@ -38,12 +38,12 @@ from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
 from app.services.knowledge_base import KnowledgeBaseService
-from app.services.run_events import RunEventNotifier
 from app.services.run_feed import RunFeed
 from app.services.runs import RunService
 from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
-from app.services.worker import RunWorker
+from app.worker.engine import RunWorker
+from app.worker.notifier import RunEventNotifier
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +73,7 @@ class Container:
     worker: RunWorker
     notifier: RunEventNotifier
     _closed: bool = field(default=False)
+    _schema_at_head: bool = field(default=False)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -85,6 +86,13 @@ class Container:
         if applied == heads:
             return None
         return f"schema at {','.join(sorted(applied)) or 'nothing'}, head {','.join(sorted(heads))}"
+
+    async def schema_at_head(self) -> bool:
+        """Whether the schema is at the Alembic head; once it is, remembered (migrations only move
+        it forward while we run), so the check costs one query per request only until then."""
+        if not self._schema_at_head:
+            self._schema_at_head = await self.schema_lag() is None
+        return self._schema_at_head
 
     async def close(self) -> None:
         if self._closed:

@@ -64,8 +64,8 @@ RATE_LIMITED = Counter(
 
 
 def record_run_finished(status: str) -> None:
-    """A run reached a final status (called where that status is written, by whoever writes it:
-    the worker, a lease recovery, CancelRun). ``interrupted`` is not final and not counted."""
+    """A run reached a final status (called where that status is written: RunRepository's
+    complete/fail/cancel transitions). ``interrupted`` is not final and not counted."""
     if status in ("completed", "failed", "cancelled"):
         RUNS_FINISHED.labels(status).inc()
 

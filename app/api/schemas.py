@@ -11,6 +11,16 @@ import msgspec
 from litestar.openapi.spec import Reference
 from litestar.params import KwargDefinition
 
+# The run-event payloads are stored as they are served: their one home is the db layer.
+from app.db.run_events import (
+    CompressionEvent,
+    DeltaEvent,
+    MessageEvent,
+    MessageRole,
+    RunErrorCode,
+    StatusEvent,
+)
+
 #: Upper bound of integer cursors (message seq, event id): within PostgreSQL BIGINT and exact as
 #: a JSON/JavaScript number (the OpenAPI document renders bounds as floats).
 MAX_CURSOR = 2**53 - 1
@@ -48,6 +58,7 @@ class ErrorCode(enum.StrEnum):
     UNAVAILABLE = "unavailable"
     DATABASE_UNAVAILABLE = "database_unavailable"
     STREAMS_UNAVAILABLE = "streams_unavailable"
+    DATABASE_NOT_MIGRATED = "database_not_migrated"
     WORKDIR_UNAVAILABLE = "workdir_unavailable"
     HTTP_ERROR = "http_error"
 
@@ -112,9 +123,6 @@ class ThreadPage(msgspec.Struct, kw_only=True):
     next_cursor: str | None = None
 
 
-MessageRole = Literal["user", "assistant", "tool"]
-
-
 class MessageOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     seq: int
@@ -150,17 +158,6 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
 # --- run requests -------------------------------------------------------------------------------
 RequestStatusName = Literal["queued", "dispatched", "cancelled"]
 RunStatusName = Literal["running", "interrupted", "completed", "failed", "cancelled"]
-#: Why a run failed or was cancelled (app/services/run_errors.py; a unit test keeps them equal).
-RunErrorCode = Literal[
-    "provider_error",
-    "context_overflow",
-    "database_unavailable",
-    "tool_error",
-    "internal_error",
-    "lease_expired",
-    "worker_stopped",
-    "cancelled",
-]
 
 
 class RequestOut(msgspec.Struct, kw_only=True):
@@ -178,58 +175,8 @@ class RequestOut(msgspec.Struct, kw_only=True):
 # --- run events (StreamRunEvents) --------------------------------------------------------------
 # Each SSE frame is ``event: <type>``, ``id: <n>`` and ``data: <one of these as JSON>``; the JSON
 # repeats the event name as ``type`` so a client that only sees ``data`` can tell them apart.
-class StatusEvent(msgspec.Struct, kw_only=True):
-    """The run changed status; ``final`` marks the last event of the stream."""
-
-    type: Literal["status"]
-    status: Literal["running", "interrupted", "resumed", "completed", "failed", "cancelled"]
-    final: bool = False
-    error: str | None = None
-    error_code: RunErrorCode | None = None
-    #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun).
-    interrupt: dict[str, Any] | list[Any] | None = None
-    #: The first ``running`` event: the request the run answers.
-    request_id: uuid.UUID | None = None
-
-
-class DeltaEvent(msgspec.Struct, kw_only=True):
-    """Streamed model text (coalesced, ~5 per second); the ``message`` event has the whole text."""
-
-    type: Literal["delta"]
-    #: The id of the AI message the text belongs to (several deltas share it).
-    lc_id: str | None = None
-    text: str
-
-
-class MessageEvent(msgspec.Struct, kw_only=True):
-    """An AI or tool message the run persisted (the same row ListMessages returns)."""
-
-    type: Literal["message"]
-    message_id: uuid.UUID
-    seq: int
-    role: MessageRole
-    content: str
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-
-
-class CompressionEvent(msgspec.Struct, kw_only=True):
-    """The model view was compressed during the run (threshold reached or provider overflow)."""
-
-    type: Literal["compression"]
-    reason: str
-    before_tokens: int
-    after_tokens: int
-    offloaded: int
-    summarized: bool
-    #: Present when some results could not be offloaded (the Workdir failed): how many, and why.
-    offload_failed: int | None = None
-    offload_error: str | None = None
-
-
-#: Every event payload; each is documented as its own component schema.
-RunEventData = StatusEvent | DeltaEvent | MessageEvent | CompressionEvent
+# The payload structs (StatusEvent, DeltaEvent, MessageEvent, CompressionEvent) live in
+# app/db/run_events.py.
 
 
 def _json_of(payload: type[msgspec.Struct]) -> Any:

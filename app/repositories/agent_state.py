@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 
@@ -24,6 +24,8 @@ class AgentStateSnapshot:
     messages: list[AnyMessage]
     next: tuple[str, ...]
     has_checkpoint: bool
+    #: Pending LangGraph interrupts (a run waiting for a human decision).
+    interrupts: tuple[Any, ...] = ()
 
 
 class AgentStateRepository:
@@ -43,6 +45,7 @@ class AgentStateRepository:
             messages=list(values.get("messages", [])),
             next=tuple(state.next or ()),
             has_checkpoint=state.config is not None and bool(state.values),
+            interrupts=tuple(state.interrupts or ()),
         )
 
     async def replace_messages(
@@ -53,6 +56,14 @@ class AgentStateRepository:
             self.config(thread_id),
             {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]},
             as_node="model",
+        )
+
+    async def add_tool_results(
+        self, thread_id: uuid.UUID | str, results: Sequence[ToolMessage]
+    ) -> None:
+        """Append tool results as if the tools node wrote them (the model step comes next)."""
+        await self.graph.aupdate_state(
+            self.config(thread_id), {"messages": list(results)}, as_node="tools"
         )
 
     async def prune_history(self, thread_id: uuid.UUID | str) -> None:

@@ -1,4 +1,4 @@
-"""Run requests (the per-thread FIFO), runs (with leases) and their events."""
+"""Run requests (the per-thread FIFO) and runs (with leases and their status transitions)."""
 
 from __future__ import annotations
 
@@ -7,26 +7,38 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import metrics
 from app.db.models import (
     ACTIVE_RUN_STATUSES,
-    TERMINAL_RUN_STATUSES,
     AgentRun,
     AgentRunRequest,
     Conversation,
     RequestStatus,
-    RunEvent,
     RunStatus,
 )
+from app.db.run_events import RunError, StatusEvent
 from app.repositories.locking import lock_errors_as_busy
+from app.repositories.run_events import RunEventRepository
 
-#: LISTEN/NOTIFY channel that wakes event streams (see app/services/run_events.py).
-RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
 #: LISTEN/NOTIFY channel that wakes workers in other processes: a thread may have become
 #: claimable (a message queued on an idle thread, a run resumed). Polling stays the fallback.
 WORK_CHANNEL = "threadkeeper_work"
+
+
+class IllegalTransition(RuntimeError):
+    """A status change the run's state machine does not allow (the caller holds the run's
+    lock and checked its status first, so this is a bug or an unlocked race, never user input)."""
+
+
+#: The columns that say no worker holds the run.
+_NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
+
+
+def _lease_until(lease_seconds: float) -> Any:
+    return func.now() + timedelta(seconds=lease_seconds)
 
 
 class RunRequestRepository:
@@ -171,28 +183,6 @@ class RunRepository:
             )
         )
 
-    async def start(
-        self,
-        *,
-        conversation_id: uuid.UUID,
-        request_id: uuid.UUID,
-        holder: str,
-        lease_seconds: float,
-    ) -> AgentRun:
-        run = AgentRun(
-            id=uuid.uuid4(),
-            conversation_id=conversation_id,
-            request_id=request_id,
-            status=RunStatus.RUNNING,
-            lease_holder=holder,
-            lease_expires_at=func.now() + timedelta(seconds=lease_seconds),
-            started_at=func.now(),
-        )
-        self.session.add(run)
-        await self.session.flush()
-        await self.session.refresh(run)
-        return run
-
     async def get(self, run_id: uuid.UUID) -> AgentRun | None:
         return await self.session.get(AgentRun, run_id, populate_existing=True)
 
@@ -246,7 +236,7 @@ class RunRepository:
                 AgentRun.status == RunStatus.RUNNING,
                 AgentRun.cancel_requested.is_(False),
             )
-            .values(lease_expires_at=func.now() + timedelta(seconds=lease_seconds))
+            .values(lease_expires_at=_lease_until(lease_seconds))
             .returning(AgentRun.id)
         )
         return result.scalar() is not None
@@ -263,9 +253,6 @@ class RunRepository:
             .with_for_update()
         )
         return found is not None
-
-    async def set_fields(self, run_id: uuid.UUID, **values: Any) -> None:
-        await self.session.execute(update(AgentRun).where(AgentRun.id == run_id).values(**values))
 
     async def add_usage(
         self, run_id: uuid.UUID, *, input_tokens: int, output_tokens: int, calls: int
@@ -294,8 +281,41 @@ class RunRepository:
             )
         ).all()
 
-    async def claim_resumable(self, holder: str, lease_seconds: float) -> AgentRun | None:
-        """A run that ResumeRun handed back (running, no lease holder), now leased to ``holder``."""
+    # --- status transitions: the one writer of a run's status --------------------------------
+    # Each writes the status and its typed ``status`` event in the caller's transaction (so both
+    # commit or neither does) and refuses a change the state machine does not allow. The final
+    # ones (complete, fail, cancel) also count the run in ``threadkeeper_runs_finished``.
+    async def start(
+        self,
+        *,
+        conversation_id: uuid.UUID,
+        request_id: uuid.UUID,
+        holder: str,
+        lease_seconds: float,
+    ) -> AgentRun:
+        """A new run answering ``request_id``: running, leased to ``holder``."""
+        run = AgentRun(
+            id=uuid.uuid4(),
+            conversation_id=conversation_id,
+            request_id=request_id,
+            status=RunStatus.RUNNING,
+            lease_holder=holder,
+            lease_expires_at=_lease_until(lease_seconds),
+            started_at=func.now(),
+        )
+        self.session.add(run)
+        await self.session.flush()
+        await self.session.refresh(run)
+        await self._event(
+            run.id, StatusEvent(type="status", status="running", request_id=request_id)
+        )
+        return run
+
+    async def claim_resumable(
+        self, holder: str, lease_seconds: float
+    ) -> tuple[AgentRun, Any] | None:
+        """A run handed back (resumed, or released by a draining worker: running, no lease
+        holder), now leased to ``holder``; with the ``resume_payload`` it was handed back with."""
         run = await self.session.scalar(
             select(AgentRun)
             .where(
@@ -309,60 +329,144 @@ class RunRepository:
         )
         if run is None:
             return None
-        await self.set_fields(
+        payload = run.resume_payload
+        await self._transition(
             run.id,
+            "claim_resumable",
+            {RunStatus.RUNNING},
+            StatusEvent(type="status", status="running"),
             lease_holder=holder,
-            lease_expires_at=func.now() + timedelta(seconds=lease_seconds),
+            lease_expires_at=_lease_until(lease_seconds),
+            resume_payload=None,
         )
         await self.session.refresh(run)
-        return run
+        return run, payload
 
-
-class RunEventRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
-
-    async def append(self, run_id: uuid.UUID, type_: str, data: dict[str, Any]) -> int:
-        """Insert the event; listeners are notified when the surrounding transaction commits."""
-        [event_id] = await self.append_many(run_id, [(type_, data)])
-        return event_id
-
-    async def append_many(
-        self, run_id: uuid.UUID, events: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[int]:
-        """Insert events in order with one statement and one notification (ids ascend in order)."""
-        rows = [RunEvent(run_id=run_id, type=type_, data=data) for type_, data in events]
-        self.session.add_all(rows)
-        await self.session.flush()
-        await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(run_id))))
-        return [int(r.id) for r in rows]
-
-    async def prune_finished(self, *, older_than_seconds: float, limit: int) -> int:
-        """Delete up to ``limit`` events of runs that ended more than ``older_than_seconds`` ago
-        (completed, failed or cancelled; interrupted runs can still resume and keep theirs)."""
-        finished = (
-            select(RunEvent.id)
-            .join(AgentRun, AgentRun.id == RunEvent.run_id)
-            .where(
-                AgentRun.status.in_(TERMINAL_RUN_STATUSES),
-                AgentRun.finished_at < func.now() - timedelta(seconds=older_than_seconds),
-            )
-            .limit(limit)
-            .scalar_subquery()
+    async def interrupt(self, run_id: uuid.UUID, interrupt: dict[str, Any]) -> None:
+        """The run waits for a human decision; no worker holds it meanwhile."""
+        await self._transition(
+            run_id,
+            "interrupt",
+            {RunStatus.RUNNING},
+            StatusEvent(type="status", status="interrupted", interrupt=interrupt),
+            status=RunStatus.INTERRUPTED,
+            interrupt=interrupt,
+            error=None,
+            error_code=None,
+            **_NO_LEASE,
         )
+
+    async def resume(self, run_id: uuid.UUID, resume_payload: dict[str, Any]) -> None:
+        """Answered: running again, for the next worker that claims it (``claim_resumable``)."""
+        await self._transition(
+            run_id,
+            "resume",
+            {RunStatus.INTERRUPTED},
+            StatusEvent(type="status", status="resumed"),
+            status=RunStatus.RUNNING,
+            resume_payload=resume_payload,
+            interrupt=None,
+            **_NO_LEASE,
+        )
+
+    async def release(self, run_id: uuid.UUID, handoff: dict[str, Any]) -> None:
+        """A draining worker hands the run back at a step boundary (running, no lease holder)."""
+        await self._transition(
+            run_id,
+            "release",
+            {RunStatus.RUNNING},
+            StatusEvent(type="status", status="running", handoff=True),
+            resume_payload=handoff,
+            **_NO_LEASE,
+        )
+
+    async def complete(self, run_id: uuid.UUID) -> None:
+        await self._transition(
+            run_id,
+            "complete",
+            {RunStatus.RUNNING},
+            StatusEvent(type="status", status="completed", final=True),
+            status=RunStatus.COMPLETED,
+            error=None,
+            error_code=None,
+            interrupt=None,
+            finished_at=func.now(),
+            **_NO_LEASE,
+        )
+        metrics.record_run_finished(RunStatus.COMPLETED)
+
+    async def fail(self, run_id: uuid.UUID, error: RunError) -> None:
+        await self._transition(
+            run_id,
+            "fail",
+            {RunStatus.RUNNING},
+            StatusEvent(
+                type="status",
+                status="failed",
+                final=True,
+                error=error.message,
+                error_code=error.code,
+            ),
+            status=RunStatus.FAILED,
+            error=error.message,
+            error_code=error.code,
+            interrupt=None,
+            finished_at=func.now(),
+            **_NO_LEASE,
+        )
+        metrics.record_run_finished(RunStatus.FAILED)
+
+    async def cancel(self, run_id: uuid.UUID, error: RunError) -> None:
+        """Ended by request: a running run (its worker stopped it, or no worker held it yet) or
+        an interrupted one (nothing runs)."""
+        await self._transition(
+            run_id,
+            "cancel",
+            set(ACTIVE_RUN_STATUSES),
+            # The code but not the message: the client asked for this, "cancelled" says it all
+            # (the console shows an event's ``error`` beside its status; the run row keeps both).
+            StatusEvent(type="status", status="cancelled", final=True, error_code=error.code),
+            status=RunStatus.CANCELLED,
+            cancel_requested=True,
+            error=error.message,
+            error_code=error.code,
+            resume_payload=None,
+            finished_at=func.now(),
+            **_NO_LEASE,
+        )
+        metrics.record_run_finished(RunStatus.CANCELLED)
+
+    async def request_cancel(self, run_id: uuid.UUID) -> None:
+        """Ask the worker holding a running run to stop it (it ends it with ``cancel``)."""
         result = await self.session.execute(
-            delete(RunEvent).where(RunEvent.id.in_(finished)).returning(RunEvent.id)
+            update(AgentRun)
+            .where(AgentRun.id == run_id, AgentRun.status == RunStatus.RUNNING)
+            .values(cancel_requested=True)
+            .returning(AgentRun.id)
         )
-        return len(result.all())
+        if result.scalar() is None:
+            raise IllegalTransition(f"run {run_id}: request_cancel needs a running run")
 
-    async def after(
-        self, run_id: uuid.UUID, after_id: int, *, limit: int = 500
-    ) -> Sequence[RunEvent]:
-        return (
-            await self.session.scalars(
-                select(RunEvent)
-                .where(RunEvent.run_id == run_id, RunEvent.id > after_id)
-                .order_by(RunEvent.id)
-                .limit(limit)
-            )
-        ).all()
+    async def _transition(
+        self,
+        run_id: uuid.UUID,
+        name: str,
+        sources: set[RunStatus],
+        event: StatusEvent,
+        **values: Any,
+    ) -> None:
+        """Write ``values`` iff the run is in one of ``sources``, and ``event`` with them."""
+        result = await self.session.execute(
+            update(AgentRun)
+            .where(AgentRun.id == run_id, AgentRun.status.in_(sources))
+            .values(**values)
+            .returning(AgentRun.id)
+        )
+        if result.scalar() is None:
+            allowed = ", ".join(sorted(s.value for s in sources))
+            raise IllegalTransition(f"run {run_id}: {name} needs a run that is {allowed}")
+        await self._event(run_id, event)
+
+    async def _event(self, run_id: uuid.UUID, event: StatusEvent) -> None:
+        # The one caller of the event repository's status door (see RunEventRepository).
+        await RunEventRepository(self.session)._insert(run_id, [event])

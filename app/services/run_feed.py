@@ -24,7 +24,7 @@ from app.db.errors import is_connection_error
 from app.db.models import AgentRun, RunEvent, RunStatus
 from app.repositories.runs import RunEventRepository, RunRepository
 from app.services.errors import DatabaseUnavailable, NotFound
-from app.services.run_events import FALLBACK_POLL_SECONDS, RunEventNotifier
+from app.worker.notifier import FALLBACK_POLL_SECONDS, RunEventNotifier
 
 log = structlog.get_logger(__name__)
 

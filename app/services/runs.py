@@ -10,13 +10,17 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
-from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunStatus
+from app.db.models import (
+    ACTIVE_RUN_STATUSES,
+    AgentRun,
+    AgentRunRequest,
+    RequestStatus,
+    RunStatus,
+)
 from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.services.errors import (
     InvalidState,
     InvalidToolArguments,
@@ -24,7 +28,7 @@ from app.services.errors import (
     RequestNotQueued,
     ValidationFailed,
 )
-from app.services.run_errors import CANCELLED
+from app.worker.errors import CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +182,11 @@ class RunService:
             )
             run = await runs.lock(run_id)
             assert run is not None
-            if run.status == RunStatus.RUNNING:
-                await runs.set_fields(run_id, cancel_requested=True)
-                if run.lease_holder is None:  # resumed but not yet picked up: end it here
-                    await self._end_cancelled(session, run_id)
-            elif run.status == RunStatus.INTERRUPTED:
-                await self._end_cancelled(session, run_id)
+            if run.status == RunStatus.RUNNING and run.lease_holder is not None:
+                await runs.request_cancel(run_id)  # its worker stops it and writes the outcome
+            elif run.status in ACTIVE_RUN_STATUSES:
+                # Interrupted, or resumed but not yet picked up: no worker to stop, end it here.
+                await runs.cancel(run_id, CANCELLED)
             else:
                 raise InvalidState(f"run is already {run.status.value}")
             await session.flush()
@@ -192,23 +195,6 @@ class RunService:
         if self.on_cancel is not None:
             self.on_cancel(run_id)
         return run
-
-    @staticmethod
-    async def _end_cancelled(session: AsyncSession, run_id: uuid.UUID) -> None:
-        await RunRepository(session).set_fields(
-            run_id,
-            status=RunStatus.CANCELLED,
-            cancel_requested=True,
-            error=CANCELLED.message,
-            error_code=CANCELLED.code,
-            lease_holder=None,
-            resume_payload=None,
-            finished_at=func.now(),
-        )
-        metrics.record_run_finished(RunStatus.CANCELLED)
-        await RunEventRepository(session).append(
-            run_id, "status", {"status": "cancelled", "final": True}
-        )
 
     async def resume(
         self, run_id: uuid.UUID, owner_id: str, decisions: Sequence[ReviewDecision]
@@ -226,15 +212,7 @@ class RunService:
             if run.status != RunStatus.INTERRUPTED:
                 raise InvalidState(f"run is {run.status.value}, not interrupted")
             payload = hitl_decisions(run.interrupt, decisions, self.tools)
-            await runs.set_fields(
-                run_id,
-                status=RunStatus.RUNNING,
-                resume_payload=payload,
-                interrupt=None,
-                lease_holder=None,
-                lease_expires_at=None,
-            )
-            await RunEventRepository(session).append(run_id, "status", {"status": "resumed"})
+            await runs.resume(run_id, payload)
             await runs.announce_work()
             await session.flush()
             run = await runs.get(run_id)

@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import add_doc, messages, new_thread
-from tests.integration.test_faults import assert_clean_503
+from tests.support.api import add_doc, assert_clean_503, messages, new_thread
 
 pytestmark = pytest.mark.integration
 

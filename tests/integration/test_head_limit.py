@@ -13,8 +13,8 @@ import json
 import pytest
 
 from tests.conftest import API_KEY, AUTH, AppFactory
-from tests.integration.test_robustness import HANG_GUARD, _parse, _read_until_closed
 from tests.support.live_server import serve_in_loop
+from tests.support.raw_http import HANG_GUARD, parse_response, read_until_closed
 
 pytestmark = pytest.mark.integration
 
@@ -26,9 +26,9 @@ async def _exchange(port: int, raw: bytes) -> tuple[int, dict[str, str], bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(raw)
     await writer.drain()
-    answer = await _read_until_closed(reader)
+    answer = await read_until_closed(reader)
     writer.close()
-    return _parse(answer)
+    return parse_response(answer)
 
 
 def _assert_431(status: int, headers: dict[str, str], body: bytes) -> None:
@@ -81,7 +81,7 @@ async def test_heads_under_the_limit_and_large_bodies_still_work(app_factory: Ap
                 writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Fill: " + filler + b"\r\n\r\n")
                 await writer.drain()
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HANG_GUARD)
-                status, headers, _ = _parse(head)
+                status, headers, _ = parse_response(head)
                 assert status == 200
                 await reader.readexactly(int(headers["content-length"]))
 
@@ -96,7 +96,7 @@ async def test_heads_under_the_limit_and_large_bodies_still_work(app_factory: Ap
             )
             await writer.drain()
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HANG_GUARD)
-            status, headers, _ = _parse(head)
+            status, headers, _ = parse_response(head)
             created = json.loads(await reader.readexactly(int(headers["content-length"])))
             assert status == 201, created
             assert created["title"] == "big body"

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import new_thread
-from tests.integration.test_context_compression import BIG, run_turns, seed_kb
+from tests.support.api import new_thread, run_turns, seed_kb
+from tests.support.corpus import BIG
 
 pytestmark = pytest.mark.integration
 

@@ -50,8 +50,8 @@ def test_every_code_the_service_answers_is_in_the_enum() -> None:
 def test_run_error_codes_match_the_schema_enum() -> None:
     from typing import get_args
 
-    from app.api.schemas import RunErrorCode
-    from app.services import run_errors
+    from app.db.run_events import RunErrorCode
+    from app.worker import errors as run_errors
 
     codes = {v.code for v in vars(run_errors).values() if isinstance(v, run_errors.RunError)}
     assert codes and codes == set(get_args(RunErrorCode))

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.tools import tool
 
 from app.db.errors import is_connection_error
-from app.services.run_errors import classify_run_error, error_log_fields
+from app.worker.errors import classify_run_error, error_log_fields
 
 SECRET = "sk-live-0123456789abcdef"
 

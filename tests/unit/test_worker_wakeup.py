@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from app.config import Settings
-from app.services.worker import RunWorker
+from app.worker.engine import RunWorker
 
 
 async def test_a_wakeup_during_a_claim_round_starts_another_round() -> None:

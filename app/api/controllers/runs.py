@@ -21,12 +21,12 @@ from app.api.followers import FollowerLease, Followers
 from app.api.schemas import (
     MAX_CURSOR,
     ResumeIn,
-    RunEventData,
     RunEventFrame,
     RunList,
     RunOut,
 )
 from app.db.models import AgentRun, RunEvent
+from app.db.run_events import RunEventData
 from app.services.errors import ValidationFailed
 from app.services.run_feed import RunFeed
 from app.services.runs import ReviewDecision, RunService
@@ -90,7 +90,7 @@ def run_out(r: AgentRun) -> RunOut:
         request_id=r.request_id,
         status=r.status.value,  # type: ignore[arg-type]  # RunStatus values == RunStatusName
         error=r.error,
-        error_code=r.error_code,  # type: ignore[arg-type]  # run_errors codes == RunErrorCode
+        error_code=r.error_code,  # type: ignore[arg-type]  # app/worker/errors.py codes == RunErrorCode
         interrupt=r.interrupt,
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,

@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from app.db.session import LISTENER_APPLICATION_NAME
-from app.repositories.runs import RUN_EVENTS_CHANNEL as CHANNEL
+from app.repositories.run_events import RUN_EVENTS_CHANNEL as CHANNEL
 from app.repositories.runs import WORK_CHANNEL
 
 log = structlog.get_logger(__name__)

@@ -8,7 +8,6 @@ provider errors only their shape (status, type), since a provider's message is n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -17,14 +16,9 @@ from langchain_core.exceptions import ModelError
 
 from app.agents.overflow import is_context_overflow
 from app.db.errors import is_connection_error, raised_in_modules
+from app.db.run_events import RunError
 
 _TOOL_MODULES = ("langgraph.prebuilt.tool_node", "langchain_core.tools", "app.agents.tools")
-
-
-@dataclass(frozen=True, slots=True)
-class RunError:
-    code: str
-    message: str
 
 
 CONTEXT_OVERFLOW = RunError(

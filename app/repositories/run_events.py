@@ -1,0 +1,74 @@
+"""A run's events (``run_events``): appended in order, read after a cursor, pruned once old."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import TERMINAL_RUN_STATUSES, AgentRun, RunEvent
+from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, RunEventData, event_row
+
+#: LISTEN/NOTIFY channel that wakes event streams (see app/worker/notifier.py).
+RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
+#: The events a run's activity appends (its status events come with its status transitions).
+ActivityEvent = DeltaEvent | MessageEvent | CompressionEvent
+
+
+class RunEventRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def append(self, run_id: uuid.UUID, event: ActivityEvent) -> int:
+        """Insert the event; listeners are notified when the surrounding transaction commits."""
+        [event_id] = await self.append_many(run_id, [event])
+        return event_id
+
+    async def append_many(self, run_id: uuid.UUID, events: Sequence[ActivityEvent]) -> list[int]:
+        """Insert events in order with one statement and one notification (ids ascend in order).
+
+        ``status`` events are not taken here: RunRepository's transitions write them, each
+        with the status it reports."""
+        return await self._insert(run_id, events)
+
+    async def _insert(self, run_id: uuid.UUID, events: Sequence[RunEventData]) -> list[int]:
+        rows = [
+            RunEvent(run_id=run_id, type=type_, data=data) for type_, data in map(event_row, events)
+        ]
+        self.session.add_all(rows)
+        await self.session.flush()
+        await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(run_id))))
+        return [int(r.id) for r in rows]
+
+    async def prune_finished(self, *, older_than_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` events of runs that ended more than ``older_than_seconds`` ago
+        (completed, failed or cancelled; interrupted runs can still resume and keep theirs)."""
+        finished = (
+            select(RunEvent.id)
+            .join(AgentRun, AgentRun.id == RunEvent.run_id)
+            .where(
+                AgentRun.status.in_(TERMINAL_RUN_STATUSES),
+                AgentRun.finished_at < func.now() - timedelta(seconds=older_than_seconds),
+            )
+            .limit(limit)
+            .scalar_subquery()
+        )
+        result = await self.session.execute(
+            delete(RunEvent).where(RunEvent.id.in_(finished)).returning(RunEvent.id)
+        )
+        return len(result.all())
+
+    async def after(
+        self, run_id: uuid.UUID, after_id: int, *, limit: int = 500
+    ) -> Sequence[RunEvent]:
+        return (
+            await self.session.scalars(
+                select(RunEvent)
+                .where(RunEvent.run_id == run_id, RunEvent.id > after_id)
+                .order_by(RunEvent.id)
+                .limit(limit)
+            )
+        ).all()

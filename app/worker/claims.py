@@ -1,0 +1,166 @@
+"""Which run a worker takes next: queued input of an idle thread (FIFO), a run handed back
+(resumed or released), and the housekeeping of the claim loop (expired leases, old events).
+
+Mutual exclusion comes from the Conversation row lock taken at claim time plus the partial unique
+index "one running/interrupted run per thread", never from LangGraph, which has no thread lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import metrics
+from app.db.models import RequestStatus
+from app.repositories.conversations import ConversationRepository
+from app.repositories.run_events import RunEventRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
+from app.worker.errors import LEASE_EXPIRED
+
+log = structlog.get_logger(__name__)
+
+#: Event rows deleted per pruning transaction (keeps each one short).
+PRUNE_BATCH = 5000
+#: ``resume_payload`` key of a run released by a draining worker (running, no lease holder).
+HANDOFF_KEY = "threadkeeper_handoff"
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """Graph input of a released run: continue from its last checkpoint.
+
+    ``human`` is the run's user message when the run started from one: if the release came
+    before that input reached the checkpoint, the run starts over from it instead.
+    """
+
+    human: HumanMessage | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    run_id: uuid.UUID
+    conversation_id: uuid.UUID
+    owner_id: str
+    #: ``{"messages": [human]}`` (new input), ``Command(resume=...)`` (a human's decisions) or
+    #: ``Handoff`` (released by a draining worker).
+    graph_input: Any
+
+
+def human_of(graph_input: Any) -> HumanMessage | None:
+    """The user message a run answers, if its input carries one."""
+    if isinstance(graph_input, Handoff):
+        return graph_input.human
+    if isinstance(graph_input, dict):
+        found = [m for m in graph_input.get("messages", []) if isinstance(m, HumanMessage)]
+        return found[0] if found else None
+    return None
+
+
+def handoff_marker(holder: str, graph_input: Any) -> dict[str, Any]:
+    """The ``resume_payload`` of a released run: who let go, and the input it started from."""
+    human = human_of(graph_input)
+    return {
+        HANDOFF_KEY: {
+            "holder": holder,
+            "human": {"content": human.content, "lc_id": human.id} if human else None,
+        }
+    }
+
+
+def _graph_input_of(payload: Any) -> Any:
+    """What a claimed handed-back run continues with: a human's decisions, or a handoff."""
+    if isinstance(payload, dict) and HANDOFF_KEY in payload:
+        human = payload[HANDOFF_KEY].get("human")
+        return Handoff(HumanMessage(content=human["content"], id=human["lc_id"]) if human else None)
+    return Command(resume=payload)
+
+
+class RunClaims:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        holder: str,
+        lease_seconds: float,
+        retention_seconds: float,
+    ) -> None:
+        self.sessions = sessions
+        self.holder = holder
+        self.lease_seconds = lease_seconds
+        self.retention_seconds = retention_seconds
+
+    async def claim_next(self) -> ClaimedRun | None:
+        """Oldest queued input of an idle thread -> a running run, in one transaction."""
+        try:
+            async with self.sessions() as session, session.begin():
+                requests = RunRequestRepository(session)
+                conv_id = await requests.claimable_conversation()
+                if conv_id is None:
+                    return None
+                conv = await ConversationRepository(session).get(conv_id)
+                request = await requests.oldest_queued(conv_id)
+                if conv is None or request is None:
+                    return None
+                await requests.mark(request.id, RequestStatus.DISPATCHED)
+                run = await RunRepository(session).start(
+                    conversation_id=conv_id,
+                    request_id=request.id,
+                    holder=self.holder,
+                    lease_seconds=self.lease_seconds,
+                )
+                payload = request.payload
+                human = HumanMessage(content=payload["content"], id=payload["lc_id"])
+                return ClaimedRun(run.id, conv_id, conv.owner_id, {"messages": [human]})
+        except IntegrityError:
+            # Another worker started a run on this thread between our snapshot and our insert.
+            log.info("claim_lost_race")
+            return None
+
+    async def claim_resumable(self) -> ClaimedRun | None:
+        """A run handed back (resumed by a human, or released by a draining worker)."""
+        async with self.sessions() as session, session.begin():
+            claimed = await RunRepository(session).claim_resumable(self.holder, self.lease_seconds)
+            if claimed is None:
+                return None
+            run, payload = claimed
+            conv = await ConversationRepository(session).get(run.conversation_id)
+            assert conv is not None
+            graph_input = _graph_input_of(payload)
+            if isinstance(graph_input, Handoff):
+                log.info("run_taken_over", run_id=str(run.id), holder=self.holder)
+            return ClaimedRun(run.id, run.conversation_id, conv.owner_id, graph_input)
+
+    async def recover_expired(self) -> int:
+        """Runs whose worker vanished: fail them (their input is not replayed: tools may have run)."""
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            expired = await runs.expired()
+            for run in expired:
+                await runs.fail(run.id, LEASE_EXPIRED)
+                log.warning("run_lease_recovered", run_id=str(run.id))
+                metrics.LEASE_RECOVERIES.inc()
+            return len(expired)
+
+    async def prune_run_events(self) -> int:
+        """Delete the events of runs finished more than the retention period ago (in batches,
+        each its own short transaction); returns how many rows went."""
+        if self.retention_seconds <= 0:
+            return 0
+        total = 0
+        while True:
+            async with self.sessions() as session, session.begin():
+                deleted = await RunEventRepository(session).prune_finished(
+                    older_than_seconds=self.retention_seconds, limit=PRUNE_BATCH
+                )
+            total += deleted
+            if deleted < PRUNE_BATCH:
+                break
+        if total:
+            log.info("run_events_pruned", rows=total)
+        return total

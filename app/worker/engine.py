@@ -1,0 +1,189 @@
+"""The run worker: claims queued input FIFO per idle thread, runs the graph under a lease.
+
+In-process by default (started in the app lifespan); ``python -m app worker`` runs it apart.
+This module is the claim loop and the worker's lifecycle (start, drain, stop); a claimed run is
+``RunExecutor``'s (app/worker/execution.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import math
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.graph import AgentRuntime
+from app.config import Settings
+from app.heartbeat import write_beat
+from app.worker.claims import ClaimedRun, RunClaims
+from app.worker.execution import DrainSignal, RunExecutor
+
+log = structlog.get_logger(__name__)
+
+
+class RunWorker:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        runtime: AgentRuntime,
+        holder: str | None = None,
+        max_concurrent_runs: int = 4,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.runtime = runtime
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.claims = RunClaims(
+            sessions, self.holder, settings.lease_seconds, settings.run_events_retention_seconds
+        )
+        self._drain = DrainSignal()
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        #: Touched by the claim loop (standalone worker): ``python -m app worker --check``.
+        self.heartbeat_file: Path | None = None
+
+    @functools.cached_property
+    def executor(self) -> RunExecutor:
+        # Built on first use: the claim loop alone needs no agent runtime.
+        return RunExecutor(
+            settings=self.settings,
+            sessions=self.sessions,
+            runtime=self.runtime,
+            holder=self.holder,
+            drain=self._drain,
+        )
+
+    @property
+    def waiting_for_database(self) -> set[uuid.UUID]:
+        """Runs waiting for the database to answer again before they go on."""
+        return self.executor.outage.waiting
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._drain.stopping = False
+        self._drain.handoff.clear()
+        self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
+
+    async def stop(self) -> None:
+        """Stop now: in-flight runs are released (see ``drain``) without a grace period."""
+        await self.drain(0)
+
+    async def drain(self, seconds: float) -> None:
+        """Graceful stop (SIGTERM): claim nothing more, let running turns finish within
+        ``seconds``, then stop the rest at a step boundary (waiting at most ``seconds`` more)
+        and release them, so another worker continues from the last checkpoint: a step whose
+        result is already checkpointed (a tool that ran) is never executed again."""
+        self._drain.stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop_task
+        running = [t for t in self._runs.values() if not t.done()]
+        if running and seconds > 0:
+            log.info("worker_draining", runs=len(running), seconds=seconds)
+            await asyncio.wait(running, timeout=seconds)
+        running = [t for t in running if not t.done()]
+        if running:
+            log.info("worker_handing_off", runs=len(running))
+            self._drain.handoff.set()
+            if seconds > 0:
+                await asyncio.wait(running, timeout=seconds)
+        for t in running:
+            t.cancel()  # no step boundary in time: released all the same, that step redone
+        for t in running:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def cancel_local(self, run_id: uuid.UUID) -> None:
+        task = self._runs.get(run_id)
+        if task is not None:
+            task.cancel()
+
+    # --- the claim loop -------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        recovered_at = pruned_at = -math.inf
+        while not self._drain.stopping:
+            # Cleared before the claim round, not after it: a wake-up arriving while this round
+            # runs (a commit its query could not see yet) must make the wait below return at
+            # once instead of being erased (a lost wake-up cost a full poll interval).
+            self._wake.clear()
+            try:
+                # Housekeeping on its own clock: an intake wake (hundreds per second under load)
+                # must cost nothing while every slot is busy, not a recovery transaction each.
+                now = loop.time()
+                if now - recovered_at >= self.settings.worker_poll_seconds:
+                    recovered_at = now
+                    await self.recover_expired()
+                if now - pruned_at >= self.prune_interval():
+                    pruned_at = now
+                    await self.prune_run_events()
+                while not self._drain.stopping and await self._claim_and_spawn():
+                    pass
+                await self._beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("worker_loop_error", error=repr(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_seconds)
+
+    async def _beat(self) -> None:
+        """Record that the claim loop just went round with a working database."""
+        if self.heartbeat_file is None:
+            return
+        beat = {"holder": self.holder, "pid": os.getpid(), "at": time.time()}
+        await asyncio.to_thread(write_beat, self.heartbeat_file, json.dumps(beat))
+
+    def prune_interval(self) -> float:
+        """How often finished runs' events are pruned: a tenth of the retention, 1 s to 5 min."""
+        retention = self.settings.run_events_retention_seconds
+        return math.inf if retention <= 0 else min(max(retention / 10, 1.0), 300.0)
+
+    async def prune_run_events(self) -> int:
+        return await self.claims.prune_run_events()
+
+    async def recover_expired(self) -> int:
+        return await self.claims.recover_expired()
+
+    async def claim_next(self) -> ClaimedRun | None:
+        return await self.claims.claim_next()
+
+    async def release(self, claimed: ClaimedRun) -> None:
+        """Hand a claimed run back for another worker (what drain does to a stopped run)."""
+        await self.executor.outcomes.release(claimed)
+
+    async def _claim_and_spawn(self) -> bool:
+        if self._slots.locked():
+            return False
+        claimed = await self.claims.claim_resumable() or await self.claims.claim_next()
+        if claimed is None:
+            return False
+        await self._slots.acquire()
+        task = asyncio.create_task(self.executor.execute(claimed), name=f"run-{claimed.run_id}")
+        self._runs[claimed.run_id] = task
+
+        def _done(_: asyncio.Task[None], run_id: uuid.UUID = claimed.run_id) -> None:
+            self._runs.pop(run_id, None)
+            self._slots.release()
+            self._wake.set()
+
+        task.add_done_callback(_done)
+        return True

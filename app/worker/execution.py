@@ -1,0 +1,288 @@
+"""One claimed run, from its graph input to its outcome: stream the graph under a lease (kept
+alive by a heartbeat), ledger what it produces, ride out a database outage, stop at a step
+boundary when the worker drains."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import structlog
+from langchain_core.messages import AIMessageChunk
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.context import AgentContext
+from app.agents.graph import AgentRuntime
+from app.agents.messages import message_text
+from app.config import Settings
+from app.db.errors import is_connection_error
+from app.db.models import RunStatus
+from app.db.run_events import RunError
+from app.repositories.agent_state import AgentStateRepository
+from app.repositories.runs import RunRepository
+from app.worker.claims import ClaimedRun, Handoff
+from app.worker.errors import classify_run_error, error_log_fields
+from app.worker.ledger import DeltaBuffer, LeaseLost, RunLedger, custom_event, interrupt_payload
+from app.worker.outage import DATABASE_RETRIES, DatabaseWait, ResumePoint
+from app.worker.outcome import RunOutcomes, RunResult
+from app.worker.repair import repair_dangling_tool_calls
+
+log = structlog.get_logger(__name__)
+
+
+class HandedOff(Exception):
+    """The worker is draining: the run stopped at a step boundary and goes to another worker."""
+
+
+class _RunFailed(Exception):
+    def __init__(self, error: RunError) -> None:
+        super().__init__(error.code)
+        self.error = error
+
+
+class DrainSignal:
+    """What the claim loop tells its runs: ``stopping`` (a stopped task is released, not
+    failed) and ``handoff`` (the grace period is over: stop at the next step boundary)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.handoff = asyncio.Event()
+
+
+class RunExecutor:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        runtime: AgentRuntime,
+        holder: str,
+        drain: DrainSignal,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.runtime = runtime
+        self.holder = holder
+        self.drain = drain
+        self.state = AgentStateRepository(runtime.graph)
+        self.ledger = RunLedger(sessions, holder, settings.lease_seconds)
+        self.outage = DatabaseWait(self.ledger, self.state, settings.lease_seconds)
+        self.outcomes = RunOutcomes(sessions, holder)
+
+    async def execute(self, claimed: ClaimedRun) -> None:
+        bound = log.bind(run_id=str(claimed.run_id), thread_id=str(claimed.conversation_id))
+        heartbeat = asyncio.create_task(self._heartbeat(claimed.run_id))
+        runner = asyncio.create_task(self._run_graph(claimed))
+        try:
+            done, _ = await asyncio.wait({heartbeat, runner}, return_when=asyncio.FIRST_COMPLETED)
+            if heartbeat in done and not runner.done():
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+                await self._stopped(claimed)
+                return
+            result = runner.result()
+            await self.outcomes.finish(claimed, result)
+            bound.info("run_finished", status=result.status.value)
+        except asyncio.CancelledError:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+            await asyncio.shield(self._stopped(claimed))
+            raise
+        except HandedOff:
+            await self.outcomes.release(claimed)
+            bound.info("run_released")
+        except LeaseLost:
+            bound.warning("run_lease_lost")  # recovered elsewhere: the outcome is theirs to write
+        except Exception as exc:
+            bound.error("run_crashed", **error_log_fields(exc))
+            await self.outcomes.finish(
+                claimed, RunResult(RunStatus.FAILED, error=classify_run_error(exc))
+            )
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await heartbeat
+
+    async def _stopped(self, claimed: ClaimedRun) -> None:
+        if self.drain.stopping:  # stopped by drain/stop, not by a cancel or a lost lease
+            await self.outcomes.release(claimed)
+        else:
+            await self.outcomes.stopped(claimed)
+
+    async def _heartbeat(self, run_id: uuid.UUID) -> None:
+        """Returns (ending the run) when the lease is lost or a cancel was requested.
+
+        A failed renewal (connection reset, pool busy, database restart) is retried until the
+        lease would have run out; only then is the run given up, since another worker may by
+        then have recovered it.
+        """
+        loop = asyncio.get_running_loop()
+        renewed_at = loop.time()
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            try:
+                async with self.sessions() as session, session.begin():
+                    alive = await RunRepository(session).heartbeat(
+                        run_id, self.holder, self.settings.lease_seconds
+                    )
+            except Exception as exc:
+                if loop.time() - renewed_at >= self.settings.lease_seconds:
+                    log.error("heartbeat_gave_up", run_id=str(run_id), error=type(exc).__name__)
+                    return
+                log.warning("heartbeat_failed", run_id=str(run_id), error=type(exc).__name__)
+                continue
+            if not alive:
+                return
+            renewed_at = loop.time()
+
+    # --- the graph run --------------------------------------------------------------------------
+    async def _run_graph(self, claimed: ClaimedRun) -> RunResult:
+        graph_input, waiting = await self._prepare(claimed)
+        try:
+            interrupt, retried = await self._stream_until_done(claimed, graph_input, waiting)
+        except _RunFailed as failed:
+            return RunResult(RunStatus.FAILED, error=failed.error)
+        if retried:
+            # A step that finished before the outage but whose checkpoint was not yet written is
+            # applied from LangGraph's saved task writes on the retry, without streaming its
+            # update again: take anything still missing from the history from the final state
+            # (idempotent on message ids).
+            snapshot = await self.state.get(claimed.conversation_id)
+            await self.ledger.persist_update(
+                claimed.conversation_id, claimed.run_id, {"messages": snapshot.messages}
+            )
+        if interrupt is not None:
+            return RunResult(RunStatus.INTERRUPTED, interrupt=interrupt)
+        await self._prune_checkpoints(claimed)
+        return RunResult(RunStatus.COMPLETED)
+
+    async def _prepare(self, claimed: ClaimedRun) -> tuple[Any, frozenset[str]]:
+        """The graph input to start with, and (a resumed run) the interrupts it answers."""
+        graph_input = claimed.graph_input
+        if isinstance(graph_input, Handoff):
+            graph_input = await self._takeover_input(graph_input, claimed.conversation_id)
+        waiting: frozenset[str] = frozenset()
+        if isinstance(graph_input, dict):
+            await repair_dangling_tool_calls(
+                self.state, self.ledger, claimed.conversation_id, claimed.run_id
+            )
+        elif isinstance(graph_input, Command):
+            snapshot = await self.state.get(claimed.conversation_id)
+            waiting = frozenset(str(i.id) for i in snapshot.interrupts)
+        return graph_input, waiting
+
+    async def _takeover_input(self, handoff: Handoff, thread_id: uuid.UUID) -> Any:
+        """Continue from the checkpoint (``None``), unless the run's own input never got there."""
+        if handoff.human is None:
+            return None
+        snapshot = await self.state.get(thread_id)
+        ids = {m.id for m in snapshot.messages}
+        return None if handoff.human.id in ids else {"messages": [handoff.human]}
+
+    async def _stream_until_done(
+        self, claimed: ClaimedRun, graph_input: Any, waiting: frozenset[str]
+    ) -> tuple[dict[str, Any] | None, int]:
+        """The pending interrupt (if any) and how often a lost database connection was ridden
+        out; raises ``_RunFailed`` when the run fails."""
+        retries = 0
+        while True:
+            try:
+                return await self._stream_run(claimed, graph_input), retries
+            except (LeaseLost, HandedOff):
+                raise
+            except Exception as exc:
+                if retries >= DATABASE_RETRIES or not is_connection_error(exc):
+                    raise self._failed(claimed, exc) from exc
+                retries += 1
+                log.warning(
+                    "run_database_lost",
+                    run_id=str(claimed.run_id),
+                    retry=retries,
+                    error=type(exc).__name__,
+                )
+                point = await self._after_outage(claimed, waiting)
+            if not point.again:
+                return point.interrupt, retries
+            graph_input = point.graph_input
+
+    async def _after_outage(self, claimed: ClaimedRun, waiting: frozenset[str]) -> ResumePoint:
+        try:
+            return await self.outage.resume_point(claimed, waiting)
+        except LeaseLost:
+            raise
+        except Exception as still:
+            raise self._failed(claimed, still) from still
+
+    @staticmethod
+    def _failed(claimed: ClaimedRun, exc: BaseException) -> _RunFailed:
+        error = classify_run_error(exc)
+        log.warning(
+            "run_failed", run_id=str(claimed.run_id), error_code=error.code, **error_log_fields(exc)
+        )
+        return _RunFailed(error)
+
+    async def _stream_run(self, claimed: ClaimedRun, graph_input: Any) -> dict[str, Any] | None:
+        """Stream the graph, persisting messages and events; the pending interrupt, if any."""
+        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
+        config = self.runtime.config_for(claimed.conversation_id)
+        interrupt: dict[str, Any] | None = None
+        deltas = DeltaBuffer(
+            self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
+        )
+        stream = self._stream(graph_input, config, context)
+        async for mode, chunk in stream:
+            if mode == "messages":
+                message, meta = chunk
+                if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
+                    deltas.add(message.id, message_text(message))
+                if deltas.due():
+                    await self.ledger.flush_deltas(claimed.run_id, deltas)
+                continue
+            await self.ledger.flush_deltas(claimed.run_id, deltas)
+            if mode == "custom":
+                event = custom_event(chunk)
+                if event is not None:
+                    await self.ledger.append(claimed.run_id, [event])
+                continue
+            for node, update in (chunk or {}).items():
+                if node == "__interrupt__":
+                    interrupt = interrupt_payload(update)
+                    continue
+                await self.ledger.persist_update(claimed.conversation_id, claimed.run_id, update)
+            if self.drain.handoff.is_set() and mode == "updates":
+                # A step just ended: stop here, and stop the graph's next step now (closing
+                # the stream) rather than whenever the dropped generator is collected.
+                await stream.aclose()
+                raise HandedOff(str(claimed.run_id))
+        return interrupt
+
+    async def _stream(
+        self, graph_input: Any, config: RunnableConfig, context: AgentContext
+    ) -> AsyncGenerator[tuple[str, Any], None]:
+        async for item in self.runtime.graph.astream(
+            graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
+        ):
+            mode, chunk = item
+            yield mode, chunk
+
+    async def _prune_checkpoints(self, claimed: ClaimedRun) -> None:
+        """Each step stores a full copy of the state; keep only the latest once the turn is done.
+
+        Runs while this run is still active, so no other run or compression touches the thread.
+        """
+        try:
+            await self.ledger.check_lease(claimed.run_id)
+            await self.state.prune_history(claimed.conversation_id)
+        except LeaseLost:
+            raise
+        except Exception as exc:  # housekeeping must never fail the turn
+            log.warning(
+                "checkpoint_prune_failed", thread_id=str(claimed.conversation_id), error=repr(exc)
+            )

@@ -1,0 +1,215 @@
+"""The run's ledger: what a run writes while it runs (messages, token usage, events), each write
+under the run's lease, so a run recovered elsewhere stops writing instead of interleaving with
+the thread's next run (LangGraph itself would let both write)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+import msgspec
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agents.messages import message_text
+from app.agents.summary_messages import is_summary_message
+from app.agents.tokens import run_usage
+from app.db.models import Message
+from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole
+from app.repositories.conversations import ConversationRepository
+from app.repositories.messages import MessageRepository, NewMessage
+from app.repositories.run_events import ActivityEvent, RunEventRepository
+from app.repositories.runs import RunRepository
+
+#: The graph's custom stream events a run stores, by their ``type``.
+CUSTOM_EVENTS: dict[str, type[CompressionEvent]] = {"compression": CompressionEvent}
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the run (recovered elsewhere, or cancelled)."""
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON values PostgreSQL can store (jsonb refuses NUL in strings)."""
+    return _strip_nul(json.loads(json.dumps(value, default=str)))
+
+
+def _strip_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [_strip_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {storable(str(k)): _strip_nul(v) for k, v in value.items()}
+    return value
+
+
+def storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL; a model or tool may still emit one."""
+    return text.replace("\x00", "")
+
+
+def interrupt_payload(interrupts: Any) -> Any:
+    """The stored/streamed form of pending LangGraph interrupts (one, or a list)."""
+    values = [getattr(i, "value", i) for i in interrupts]
+    return json_safe(values[0] if len(values) == 1 else values)
+
+
+def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
+    """An AI or tool message of the run as a row of the full history."""
+    if isinstance(m, AIMessage):
+        calls = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
+        return NewMessage(
+            role="assistant",
+            content=storable(message_text(m)),
+            lc_id=m.id,
+            tool_calls=json_safe(calls) or None,
+            run_id=run_id,
+        )
+    assert isinstance(m, ToolMessage)
+    return NewMessage(
+        role="tool",
+        content=storable(message_text(m)),
+        lc_id=m.id,
+        tool_call_id=m.tool_call_id,
+        tool_name=m.name,
+        run_id=run_id,
+    )
+
+
+def message_event(stored: Message) -> MessageEvent:
+    return MessageEvent(
+        type="message",
+        message_id=stored.id,
+        seq=stored.seq,
+        role=cast(MessageRole, stored.role),
+        content=stored.content,
+        tool_calls=stored.tool_calls,
+        tool_call_id=stored.tool_call_id,
+        tool_name=stored.tool_name,
+    )
+
+
+def custom_event(chunk: Any) -> CompressionEvent | None:
+    """A custom stream event of the graph as the event the run stores (None: not one we serve)."""
+    kind = CUSTOM_EVENTS.get(str(chunk.get("type"))) if isinstance(chunk, dict) else None
+    return None if kind is None else msgspec.convert(json_safe(chunk), kind)
+
+
+def new_messages(update: Any) -> list[BaseMessage]:
+    """The AI and tool messages of a graph update (summaries and removals are model-view only)."""
+    updates = update if isinstance(update, list) else [update]
+    found: list[BaseMessage] = []
+    for u in updates:
+        if not isinstance(u, dict):
+            continue
+        for m in u.get("messages") or []:
+            if isinstance(m, RemoveMessage) or is_summary_message(m):
+                continue
+            if isinstance(m, (AIMessage, ToolMessage)):
+                found.append(m)
+    return found
+
+
+class DeltaBuffer:
+    """Coalesces streamed tokens into few ``delta`` events: one row per ``interval`` seconds or
+    ``max_chars`` characters (and at each step's end), not one per token."""
+
+    def __init__(self, interval: float = 0.2, max_chars: int = 2000) -> None:
+        self.interval = interval
+        self.max_chars = max_chars
+        self._parts: dict[str | None, list[str]] = {}
+        self._chars = 0
+        self._since = time.monotonic()
+
+    def add(self, lc_id: str | None, text: str) -> None:
+        if text:
+            self._parts.setdefault(lc_id, []).append(text)
+            self._chars += len(text)
+
+    def due(self) -> bool:
+        return bool(self._parts) and (
+            self._chars >= self.max_chars or time.monotonic() - self._since >= self.interval
+        )
+
+    def drain(self) -> list[DeltaEvent]:
+        out = [
+            DeltaEvent(type="delta", lc_id=k, text=storable("".join(v)))
+            for k, v in self._parts.items()
+        ]
+        self._parts.clear()
+        self._chars = 0
+        self._since = time.monotonic()
+        return out
+
+
+class RunLedger:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], holder: str, lease_seconds: float
+    ) -> None:
+        self.sessions = sessions
+        self.holder = holder
+        self.lease_seconds = lease_seconds
+
+    async def assert_lease(self, session: AsyncSession, run_id: uuid.UUID) -> None:
+        """Locks the run row (recovery cannot interleave) and stops a run no longer ours."""
+        if not await RunRepository(session).holds_lease(run_id, self.holder):
+            raise LeaseLost(f"run {run_id} is no longer leased to this worker")
+
+    async def check_lease(self, run_id: uuid.UUID) -> None:
+        async with self.sessions() as session, session.begin():
+            await self.assert_lease(session, run_id)
+
+    async def append(self, run_id: uuid.UUID, events: Sequence[ActivityEvent]) -> None:
+        """Events go out in one transaction (one lease check, one NOTIFY)."""
+        if not events:
+            return
+        async with self.sessions() as session, session.begin():
+            await self.assert_lease(session, run_id)
+            await RunEventRepository(session).append_many(run_id, events)
+
+    async def flush_deltas(self, run_id: uuid.UUID, deltas: DeltaBuffer) -> None:
+        await self.append(run_id, deltas.drain())
+
+    async def store_messages(
+        self, conversation_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[BaseMessage]
+    ) -> None:
+        """Messages of the run into the full history (idempotent on their ids), no events."""
+        async with self.sessions() as session, session.begin():
+            await MessageRepository(session).append(
+                conversation_id, [message_row(run_id, m) for m in messages]
+            )
+
+    async def persist_update(
+        self, conversation_id: uuid.UUID, run_id: uuid.UUID, update: Any
+    ) -> None:
+        """A graph update's new AI/tool messages: stored, counted, announced, in one transaction."""
+        new = new_messages(update)
+        if not new:
+            return
+        rows = [message_row(run_id, m) for m in new]
+        async with self.sessions() as session, session.begin():
+            # Lock order everywhere: conversation, then run (cancel/resume do the same).
+            await ConversationRepository(session).lock(
+                conversation_id, timeout_ms=int(self.lease_seconds * 1000)
+            )
+            await self.assert_lease(session, run_id)
+            stored = await MessageRepository(session).append(conversation_id, rows)
+            stored_ids = {s.lc_id for s in stored}
+            # Usage is counted once per AI message actually stored (replays are skipped).
+            fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]
+            if fresh_ai:
+                usage = run_usage(fresh_ai)
+                await RunRepository(session).add_usage(
+                    run_id,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    calls=usage.calls,
+                )
+            if stored:
+                await RunEventRepository(session).append_many(
+                    run_id, [message_event(s) for s in stored]
+                )

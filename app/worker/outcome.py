@@ -1,0 +1,79 @@
+"""How a run this worker held ends: its outcome written through the run's status transitions,
+unless the run is no longer ours (recovered elsewhere, or cancelled and ended by its canceller)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.db.models import AgentRun, RunStatus
+from app.db.run_events import RunError
+from app.repositories.runs import RunRepository
+from app.worker.claims import ClaimedRun, handoff_marker
+from app.worker.errors import CANCELLED, WORKER_STOPPED
+from app.worker.ledger import json_safe
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What the graph run came to: completed, interrupted (with the pending interrupt), failed."""
+
+    status: RunStatus
+    error: RunError | None = None
+    interrupt: dict[str, Any] | None = None
+
+
+class RunOutcomes:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], holder: str) -> None:
+        self.sessions = sessions
+        self.holder = holder
+
+    def _ours(self, run: AgentRun | None) -> bool:
+        return (
+            run is not None and run.status == RunStatus.RUNNING and run.lease_holder == self.holder
+        )
+
+    async def finish(self, claimed: ClaimedRun, result: RunResult) -> None:
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.lock(claimed.run_id)
+            if run is None or not self._ours(run):
+                return  # recovered or cancelled meanwhile: the other party wrote the outcome
+            if run.cancel_requested and result.status != RunStatus.COMPLETED:
+                await runs.cancel(claimed.run_id, CANCELLED)
+            elif result.status == RunStatus.INTERRUPTED:
+                assert result.interrupt is not None
+                await runs.interrupt(claimed.run_id, result.interrupt)
+            elif result.status == RunStatus.COMPLETED:
+                await runs.complete(claimed.run_id)
+            else:
+                assert result.error is not None
+                await runs.fail(claimed.run_id, result.error)
+
+    async def release(self, claimed: ClaimedRun) -> None:
+        """Hand a running run back (no lease holder) for another worker to continue."""
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.lock(claimed.run_id)
+            if run is None or not self._ours(run):
+                return
+            if run.cancel_requested:
+                await runs.cancel(claimed.run_id, CANCELLED)
+                return
+            marker = handoff_marker(self.holder, claimed.graph_input)
+            await runs.release(claimed.run_id, json_safe(marker))
+
+    async def stopped(self, claimed: ClaimedRun) -> None:
+        """The run's task was stopped (cancel requested, lease lost, task cancelled) without a
+        handoff: ``cancelled`` by request, else ``failed`` (worker_stopped)."""
+        async with self.sessions() as session, session.begin():
+            runs = RunRepository(session)
+            run = await runs.lock(claimed.run_id)
+            if run is None or run.status != RunStatus.RUNNING:
+                return
+            if run.cancel_requested:
+                await runs.cancel(claimed.run_id, CANCELLED)
+            elif run.lease_holder == self.holder:
+                await runs.fail(claimed.run_id, WORKER_STOPPED)

@@ -16,16 +16,16 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text, update
 
 from app.api.followers import Followers
 from app.config import Settings
 from app.container import Container, build_container
-from app.db.models import RunStatus
+from app.db.models import AgentRun, RunStatus
 from app.db.session import LISTENER_APPLICATION_NAME
 from app.db.urls import libpq_url
 from app.main import create_app
-from app.repositories.runs import RUN_EVENTS_CHANNEL, RunEventRepository, RunRepository
+from app.repositories.run_events import RUN_EVENTS_CHANNEL
 from tests.conftest import AUTH, OTHER_AUTH, AppHarness, make_settings
 from tests.support.live_server import serve_in_loop
 
@@ -120,11 +120,20 @@ class StatementCounter:
 async def finish(h: AppHarness, run_id: str) -> None:
     """End the run as its worker would (CancelRun only flags a run a worker holds)."""
     async with h.container.sessions() as session, session.begin():
-        await RunRepository(session).set_fields(
-            uuid.UUID(run_id), status=RunStatus.CANCELLED, lease_holder=None
+        await session.execute(
+            update(AgentRun)
+            .where(AgentRun.id == uuid.UUID(run_id))
+            .values(status=RunStatus.CANCELLED, lease_holder=None)
         )
-        await RunEventRepository(session).append(
-            uuid.UUID(run_id), "status", {"status": "cancelled", "final": True}
+        await session.execute(
+            text(
+                "INSERT INTO run_events (run_id, type, data) VALUES (:r, 'status', "
+                '\'{"status": "cancelled", "final": true}\'::jsonb)'
+            ),
+            {"r": uuid.UUID(run_id)},
+        )
+        await session.execute(
+            text("SELECT pg_notify(:c, :r)"), {"c": RUN_EVENTS_CHANNEL, "r": run_id}
         )
 
 

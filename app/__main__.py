@@ -17,9 +17,7 @@ from app.logging import configure_logging, warn_unknown_settings
 
 
 def _serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    from app.http_server import server_config
+    from app.http_server import build_server
     from app.main import create_app
 
     settings = _settings()
@@ -44,7 +42,7 @@ def _serve(args: argparse.Namespace) -> None:
     # As uvicorn.run does: Ctrl-C/SIGINT after a graceful shutdown is no error (and must not
     # print a plain-text traceback between the JSON log lines).
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.Server(server_config(app, settings.http)).run()
+        build_server(app, settings.http).run()
 
 
 def _exit_normally(signum: int, frame: object) -> None:

@@ -64,6 +64,10 @@ class HttpSettings(_Group, frozen=True, kw_only=True):
     http_header_timeout_seconds: float = 10.0
     #: Largest request head (request line + headers) in bytes; larger ones get 431 and are closed.
     http_max_head_bytes: int = 65_536
+    #: On SIGTERM, open streams and long-polls end at once; other requests get this long to
+    #: finish before their connections are cut. Then the in-process worker drains (see
+    #: ``drain_seconds``): give the container a stop grace period above the sum.
+    http_shutdown_timeout_seconds: float = 5.0
     #: Browser origins allowed by CORS (``https://app.example.com``, comma separated; ``*`` for
     #: any). Empty (default): no CORS headers, so browsers on other origins are refused.
     cors_origins: str = ""
@@ -72,6 +76,7 @@ class HttpSettings(_Group, frozen=True, kw_only=True):
         self._require(
             "http_keep_alive_seconds", "http_header_timeout_seconds", "http_max_head_bytes"
         )
+        self._require("http_shutdown_timeout_seconds", strict=False)
         self.cors_origin_list()
 
     def cors_origin_list(self) -> list[str]:
@@ -122,9 +127,16 @@ class LimitsSettings(_Group, frozen=True, kw_only=True):
     #: 0 disables it. Over the limit: 429 ``rate_limited`` with ``Retry-After``.
     rate_limit_per_second: float = 50.0
     rate_limit_burst: int = 100
+    #: Open SSE event streams plus WaitRun long-polls one principal may hold in one process
+    #: (429 ``too_many_streams`` beyond), and all principals together (503
+    #: ``streams_unavailable`` beyond). An idle follower costs no database work, only a socket
+    #: and a little memory. 0: unlimited.
+    max_streams_per_principal: int = 500
+    max_streams: int = 5_000
 
     def __post_init__(self) -> None:
         self._require("max_request_bytes")
+        self._require("max_streams_per_principal", "max_streams", strict=False)
         if self.rate_limit_per_second < 0 or self.rate_limit_burst < 1:
             raise ValueError(
                 "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"

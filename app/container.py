@@ -38,6 +38,7 @@ from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
 from app.services.knowledge_base import KnowledgeBaseService
+from app.services.run_feed import RunFeed
 from app.services.runs import RunService
 from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
@@ -64,6 +65,7 @@ class Container:
     threads: ThreadService
     intake: IntakeService
     runs: RunService
+    feed: RunFeed
     kb: KnowledgeBaseService
     agent_state: AgentStateService
     compression: ContextCompressionService
@@ -189,9 +191,11 @@ async def build_container(
             db.lock_timeout_ms,
             on_resumed=wake,
             on_cancel=worker.cancel_local if run_in_process else None,
-            notifier=notifier,
             tools=agent.tools,
         ),
+        # A quarter of the pool at most for followers' reads: a run's followers all read at
+        # its next event, and interactive requests must keep connections meanwhile.
+        feed=RunFeed(sessions, notifier, read_slots=settings.database.db_pool_size // 4),
         kb=kb,
         agent_state=AgentStateService(sessions, agent),
         compression=ContextCompressionService(sessions, agent, db.lock_timeout_ms),

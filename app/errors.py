@@ -12,6 +12,8 @@ from __future__ import annotations
 class DomainError(Exception):
     code: str = "error"
     status_code: int = 400
+    #: Seconds a client should wait before retrying (the ``Retry-After`` header), if any.
+    retry_after: str | None = None
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(detail or self.code)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -170,8 +172,33 @@ def server_config(app: Any, settings: HttpSettings, **overrides: Any) -> uvicorn
         "port": settings.port,
         "http": protocol_class(settings),
         "timeout_keep_alive": settings.http_keep_alive_seconds,
+        # Unset, uvicorn waits for every connection forever, and the lifespan's end (the
+        # in-process worker's drain/handoff) comes only after that.
+        "timeout_graceful_shutdown": settings.http_shutdown_timeout_seconds,
         "log_config": None,
         "access_log": False,
     }
     options.update(overrides)
     return uvicorn.Config(app, **options)
+
+
+class ServiceServer(uvicorn.Server):
+    """uvicorn's server that tells the app when shutdown starts (``on_shutdown``), before it
+    waits for connections: SSE streams and long-polls never end on their own (keep-alive
+    comments keep them open), so they must end cleanly first, or the wait lasts until
+    ``timeout_graceful_shutdown`` cuts them mid-response."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.on_shutdown()
+        await super().shutdown(sockets)
+
+
+def build_server(app: Any, settings: HttpSettings, **overrides: Any) -> ServiceServer:
+    """The service's server for ``app`` (a ``create_app`` app: its followers end at shutdown)."""
+    return ServiceServer(
+        server_config(app, settings, **overrides), on_shutdown=app.state.followers.close
+    )

@@ -28,6 +28,7 @@ from app.api.controllers.runs import (
 )
 from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
+from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
 from app.api.openapi import document_retry_after
@@ -130,6 +131,9 @@ def create_app(
         try:
             yield
         finally:
+            # Normally done by the server when shutdown starts (app/http_server.py); here too
+            # for servers that go straight to the lifespan's end.
+            app.state.followers.close()
             await container.close()
             telemetry.shutdown(provider)
 
@@ -155,6 +159,7 @@ def create_app(
             "thread_service": _from_container("threads"),
             "intake_service": _from_container("intake"),
             "run_service": _from_container("runs"),
+            "run_feed": _from_container("feed"),
             "kb_service": _from_container("kb"),
             "agent_state_service": _from_container("agent_state"),
             "compression_service": _from_container("compression"),
@@ -171,6 +176,7 @@ def create_app(
                 "rate_limiter": RateLimiter(
                     settings.limits.rate_limit_per_second, settings.limits.rate_limit_burst
                 ),
+                "followers": Followers(settings.limits.max_streams_per_principal, settings.limits.max_streams),
             }
         ),
         openapi_config=OpenAPIConfig(

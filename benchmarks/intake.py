@@ -151,13 +151,13 @@ def serve(fd: int, kind: str) -> None:
         uvicorn.run(app, fd=fd, log_config=None, access_log=False, timeout_graceful_shutdown=10)
         return
     from app.config import load_settings
-    from app.http_server import server_config
+    from app.http_server import build_server
     from app.main import create_app
 
     settings = load_settings()
-    # Exactly what `python -m app serve` runs (its HTTP protocol, timeouts), on the given socket.
-    config = server_config(create_app(settings), settings.http, fd=fd, timeout_graceful_shutdown=10)
-    uvicorn.Server(config).run()
+    # Exactly what `python -m app serve` runs (its HTTP protocol, timeouts, streams ended at
+    # shutdown), on the given socket.
+    build_server(create_app(settings), settings.http, fd=fd, timeout_graceful_shutdown=10).run()
 
 
 def service_env(database_url: str, workdir: str, *, worker: bool = False) -> dict[str, str]:

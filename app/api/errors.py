@@ -78,6 +78,8 @@ def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
     assert isinstance(exc, DomainError)
     if isinstance(exc, ServiceUnavailable):
         headers: dict[str, str] | None = {"Retry-After": DATABASE_RETRY_AFTER}
+    elif exc.retry_after is not None:
+        headers = {"Retry-After": exc.retry_after}
     else:
         headers = THREAD_BUSY_RETRY_AFTER if exc.code == "thread_busy" else None
     fields = None
@@ -196,11 +198,15 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
         404: "not_found: no such resource for this principal",
         409: "thread_busy / invalid_state / request_not_queued",
         413: "payload_too_large",
+        429: "rate_limited: over the request rate / too_many_streams: this principal's open "
+        "event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s",
         431: "request_header_too_large: the request line and headers exceed the server's limit",
         422: "nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)",
         502: "compression_failed: the summarizer failed; nothing was written",
         503: "database_unavailable: the database cannot be reached right now; retry later / "
-        "database_not_migrated: the schema is not migrated yet; retry later",
+        "database_not_migrated: the schema is not migrated yet; retry later"
+        " / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs"
+        " as it can or is shutting down; refused before the stream starts, retry",
         507: "workdir_unavailable: the Workdir could not be written; nothing was changed",
     }
     return {

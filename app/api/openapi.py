@@ -34,6 +34,12 @@ def document_retry_after(openapi: OpenAPI) -> None:
         busy = responses.get("409")
         if isinstance(busy, OpenAPIResponse):
             busy.headers = {**(busy.headers or {}), "Retry-After": _retry_after("thread_busy")}
+        limited = responses.get("429")
+        if isinstance(limited, OpenAPIResponse):  # declared by the operation (too_many_streams)
+            limited.headers = {
+                **(limited.headers or {}),
+                "Retry-After": _retry_after("rate_limited / too_many_streams"),
+            }
         error = responses.get("400")
         if op.security and "429" not in responses and isinstance(error, OpenAPIResponse):
             responses["429"] = OpenAPIResponse(

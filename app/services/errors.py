@@ -98,3 +98,20 @@ class DatabaseUnavailable(ServiceUnavailable):
         super().__init__(
             detail or "the database is unreachable or the connection was lost; retry the request"
         )
+
+
+class TooManyStreams(DomainError):
+    """The principal already holds as many open event streams and WaitRun long-polls (in this
+    process) as it may; one must end first."""
+
+    code = "too_many_streams"
+    status_code = 429
+    retry_after = "5"
+
+
+class StreamsUnavailable(ServiceUnavailable):
+    """This process follows as many runs as it can, or it is shutting down: the stream or
+    long-poll is refused before it starts (never cut halfway). Retry, possibly elsewhere."""
+
+    code = "streams_unavailable"
+    retry_after = "5"

@@ -1,11 +1,9 @@
-"""Run use cases: read, list, cancel, resume, and the event feed behind SSE."""
+"""Run use cases: read, list, cancel, resume (following a run: app/services/run_feed.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,11 +17,9 @@ from app.db.models import (
     AgentRun,
     AgentRunRequest,
     RequestStatus,
-    RunEvent,
     RunStatus,
 )
 from app.repositories.conversations import ConversationRepository
-from app.repositories.run_events import RunEventRepository
 from app.repositories.runs import RunRepository, RunRequestRepository
 from app.services.errors import (
     InvalidState,
@@ -33,10 +29,6 @@ from app.services.errors import (
     ValidationFailed,
 )
 from app.worker.errors import CANCELLED
-from app.worker.notifier import RunEventNotifier, wait_event
-
-#: WaitRun re-reads the run at least this often even when no notification arrives.
-WAIT_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +120,11 @@ class RunService:
         lock_timeout_ms: int,
         on_resumed: Callable[[], None] | None = None,
         on_cancel: Callable[[uuid.UUID], None] | None = None,
-        notifier: RunEventNotifier | None = None,
         tools: Sequence[BaseTool] = (),
     ) -> None:
         self.sessions = sessions
         #: The agent's tools by name: edited tool arguments are checked against their schema.
         self.tools = {t.name: t for t in tools}
-        self.notifier = notifier
         self.lock_timeout_ms = lock_timeout_ms
         self.on_resumed = on_resumed
         self.on_cancel = on_cancel
@@ -145,22 +135,6 @@ class RunService:
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             return run
-
-    async def wait(self, run_id: uuid.UUID, owner_id: str, timeout: float) -> AgentRun:
-        """The run as soon as it is no longer ``running`` (or as it is after ``timeout``).
-
-        Woken by the run's event notifications (every status change writes an event), with a
-        fallback re-read so a lost notification costs at most WAIT_POLL_SECONDS.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        async with self.event_signal(run_id) as wait:
-            while True:
-                run = await self.get(run_id, owner_id)
-                remaining = deadline - loop.time()
-                if run.status != RunStatus.RUNNING or remaining <= 0:
-                    return run
-                await wait(min(remaining, WAIT_POLL_SECONDS))
 
     async def get_request(self, request_id: uuid.UUID, owner_id: str) -> RequestView:
         async with self.sessions() as session:
@@ -246,38 +220,3 @@ class RunService:
         if self.on_resumed is not None:
             self.on_resumed()
         return run
-
-    @contextlib.asynccontextmanager
-    async def event_signal(
-        self, run_id: uuid.UUID
-    ) -> AsyncIterator[Callable[[float], Awaitable[bool]]]:
-        """A ``wait(timeout)`` that returns True when the run may have new events.
-
-        Subscribed on entry, so events committed while the caller reads are not missed; without
-        a notifier it degrades to a short sleep (callers poll).
-        """
-        if self.notifier is None:
-
-            async def sleep(timeout: float) -> bool:
-                await asyncio.sleep(min(timeout, 0.2))
-                return False
-
-            yield sleep
-            return
-        with self.notifier.subscribe(run_id) as event:
-
-            async def wait(timeout: float) -> bool:
-                return await wait_event(event, timeout)
-
-            yield wait
-
-    async def events_after(
-        self, run_id: uuid.UUID, owner_id: str | None, after_id: int
-    ) -> tuple[Sequence[RunEvent], RunStatus]:
-        async with self.sessions() as session:
-            runs = RunRepository(session)
-            run = await (runs.get_owned(run_id, owner_id) if owner_id else runs.get(run_id))
-            if run is None:
-                raise NotFound(f"run {run_id} not found")
-            events = await RunEventRepository(session).after(run_id, after_id)
-            return events, run.status

@@ -83,7 +83,6 @@ async def test_keep_alive_is_a_comment_not_an_event(
     app_factory: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(runs_controller, "KEEPALIVE_SECONDS", 0.2)
-    monkeypatch.setattr(runs_controller, "POLL_SECONDS", 0.1)
     async with app_factory(approval_tools="query_kb") as h:
         tid = await new_thread(h)
         await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)

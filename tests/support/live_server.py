@@ -19,21 +19,26 @@ from typing import Any
 import uvicorn
 
 from app.config import HttpSettings, Settings
-from app.http_server import server_config
+from app.http_server import build_server, server_config
 
 
 def _server(app: Any) -> uvicorn.Server:
     """The production server configuration (timeouts, protocol) on an ephemeral port."""
-    settings = getattr(getattr(app, "state", None), "settings", None)
-    config = server_config(
-        app,
-        settings.http if isinstance(settings, Settings) else HttpSettings(),
-        host="127.0.0.1",
-        port=0,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
+    state = getattr(app, "state", None)
+    settings = getattr(state, "settings", None)
+    options: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 5,
+    }
+    if isinstance(settings, Settings) and hasattr(state, "followers"):  # a create_app app
+        return build_server(app, settings.http, **options)
+    return uvicorn.Server(
+        server_config(
+            app, settings.http if isinstance(settings, Settings) else HttpSettings(), **options
+        )
     )
-    return uvicorn.Server(config)
 
 
 def _base_url(server: uvicorn.Server) -> str:

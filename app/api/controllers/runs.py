@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Annotated, Any
 
 from litestar import Controller, Litestar, Request, get, post
@@ -17,6 +17,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.errors import errors
+from app.api.followers import FollowerLease, Followers
 from app.api.schemas import (
     MAX_CURSOR,
     ResumeIn,
@@ -24,14 +25,13 @@ from app.api.schemas import (
     RunList,
     RunOut,
 )
-from app.db.models import AgentRun, RunStatus
+from app.db.models import AgentRun, RunEvent
 from app.db.run_events import RunEventData
 from app.services.errors import ValidationFailed
+from app.services.run_feed import RunFeed
 from app.services.runs import ReviewDecision, RunService
 
-TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
-#: Fallback poll when no notification arrives (lost NOTIFY, listener reconnecting).
-POLL_SECONDS = 1.0
+#: Seconds of silence after which a stream sends a keep-alive comment.
 KEEPALIVE_SECONDS = 15.0
 #: An event id as we send it: ASCII digits only (MAX_CURSOR has 16 digits).
 _EVENT_ID = re.compile(r"[0-9]{1,16}")
@@ -133,21 +133,26 @@ class RunController(Controller):
     @get(
         "/{run_id:uuid}/wait",
         operation_id="WaitRun",
-        responses=errors(400, 401, 404),
+        responses=errors(400, 401, 404, 429),
         description=(
             "Long-poll: answers as soon as the run is no longer `running` (interrupted, "
             "completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with "
-            "its current status; call again while it is `running`."
+            "its current status (earlier when the server shuts down); call again while it is "
+            "`running`. Open long-polls and event streams per API key are capped: 429 "
+            "`too_many_streams` with `Retry-After`."
         ),
     )
     async def wait_run(
         self,
         run_id: uuid.UUID,
         principal: NamedDependency[str],
-        run_service: NamedDependency[RunService],
+        request: Request,  # type: ignore[type-arg]
+        run_feed: NamedDependency[RunFeed],
         timeout: Annotated[float, Parameter(ge=0, le=MAX_WAIT_SECONDS)] = MAX_WAIT_SECONDS,
     ) -> RunOut:
-        return run_out(await run_service.wait(run_id, principal, timeout))
+        followers: Followers = request.app.state.followers
+        with followers.hold(principal):
+            return run_out(await run_feed.wait(run_id, principal, timeout, stop=followers.closing))
 
     @post(
         "/{run_id:uuid}/cancel",
@@ -191,7 +196,7 @@ class RunController(Controller):
         "/{run_id:uuid}/events",
         operation_id="StreamRunEvents",
         responses={
-            **errors(400, 401, 404),
+            **errors(400, 401, 404, 429),
             200: ResponseSpec(
                 data_container=STREAM_ITEM,
                 media_type="text/event-stream",
@@ -209,7 +214,11 @@ class RunController(Controller):
             "Server-sent events: `status` (running/interrupted/resumed/completed/failed/"
             "cancelled; `final: true` marks the last event), `delta` (streamed model text), "
             "`message` (persisted AI/tool messages), `compression` (the model view was "
-            "compressed). Resumable with Last-Event-ID or `after`."
+            "compressed). Resumable with Last-Event-ID or `after`. The body also ends, "
+            "without a final event, when the server shuts down: reconnect with Last-Event-ID. "
+            "Open streams and WaitRun long-polls per API key are capped: 429 "
+            "`too_many_streams`; 503 `streams_unavailable` when the server cannot take more "
+            "(both before the stream starts, with `Retry-After`)."
         ),
     )
     async def stream_run_events(
@@ -217,41 +226,37 @@ class RunController(Controller):
         request: Request,  # type: ignore[type-arg]
         run_id: uuid.UUID,
         principal: NamedDependency[str],
-        run_service: NamedDependency[RunService],
+        run_feed: NamedDependency[RunFeed],
         after: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
     ) -> ServerSentEvent:
         start = resume_cursor(request.headers.get("last-event-id"), after)
-        # Fail fast with 404 before the stream starts (a stream cannot change its status later).
-        await run_service.events_after(run_id, principal, start)
-        return ServerSentEvent(_event_feed(run_service, run_id, principal, start))
+        followers: Followers = request.app.state.followers
+        # Everything that can refuse the stream happens before it starts (a stream cannot
+        # change its status later): the cap (429/503), then 404 / 503 database_unavailable.
+        lease = followers.admit(principal)
+        try:
+            await run_feed.events_after(run_id, principal, start)
+        except BaseException:
+            lease.release()
+            raise
+        feed = run_feed.follow(
+            run_id, principal, start, keepalive=KEEPALIVE_SECONDS, stop=followers.closing
+        )
+        return ServerSentEvent(_frames(feed, lease))
 
 
-async def _event_feed(
-    run_service: RunService,
-    run_id: uuid.UUID,
-    principal: str,
-    after: int,
+async def _frames(
+    feed: AsyncIterator[Sequence[RunEvent]], lease: FollowerLease
 ) -> AsyncGenerator[ServerSentEventMessage, None]:
-    """Read the persisted events after ``after``; sleep until NOTIFY (or a fallback poll) says
-    there are more; end after the final status. Works across processes."""
-    cursor = after
-    idle = 0.0
-    async with run_service.event_signal(run_id) as wait:
-        while True:
-            events, status = await run_service.events_after(run_id, principal, cursor)
-            for e in events:
-                cursor = e.id
-                payload = {"type": e.type, **e.data}
-                yield ServerSentEventMessage(data=json.dumps(payload), event=e.type, id=str(e.id))
-                if e.type == "status" and e.data.get("final"):
-                    return
-            if events:
-                idle = 0.0
-                continue
-            if status in TERMINAL:
-                return  # drained and finished (its final event was before ``after``)
-            if idle >= KEEPALIVE_SECONDS:  # keep proxies from closing an idle stream
-                idle = 0.0
+    """The feed's events as SSE frames, a keep-alive comment for each quiet period; the body
+    ends cleanly after the final event, or at once when the server shuts down."""
+    try:
+        async for events in feed:
+            if not events:  # keep proxies from closing an idle stream
                 # A comment line only: ``data=None``, or clients would see an empty event.
                 yield ServerSentEventMessage(comment="keep-alive", data=None)
-            idle += 0.0 if await wait(POLL_SECONDS) else POLL_SECONDS
+            for e in events:
+                payload = {"type": e.type, **e.data}
+                yield ServerSentEventMessage(data=json.dumps(payload), event=e.type, id=str(e.id))
+    finally:
+        lease.release()

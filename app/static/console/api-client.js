@@ -217,7 +217,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "database_not_migrated" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -422,7 +422,7 @@ async function request(config, op, args, options) {
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -444,7 +444,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function cancelRequest(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -464,7 +464,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -488,7 +488,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
  */
 export function compressContext(config, args = {}, options = {}) {
@@ -506,7 +506,7 @@ export function compressContext(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -526,7 +526,7 @@ export function createThread(config, args = {}, options = {}) {
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -545,7 +545,7 @@ export function deleteThread(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -566,7 +566,7 @@ export function getAgentState(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -585,7 +585,7 @@ export function getRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -604,7 +604,7 @@ export function getRun(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -637,7 +637,7 @@ export function health(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -657,7 +657,7 @@ export function listMessages(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -676,7 +676,7 @@ export function listRuns(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
@@ -700,7 +700,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -719,7 +719,7 @@ export function postMessage(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -754,7 +754,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -774,7 +774,7 @@ export function resumeRun(config, args = {}, options = {}) {
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -783,7 +783,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
 /**
  * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
  *
- * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`.
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`).
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, after?: number}} args
@@ -794,9 +794,9 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function streamRunEvents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after"], "hasBody": false, "auth": true}, args, options);
@@ -818,7 +818,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function updateThread(config, args = {}, options = {}) {
   return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -827,7 +827,7 @@ export function updateThread(config, args = {}, options = {}) {
 /**
  * WaitRun: GET /v1/runs/{run_id}/wait (200)
  *
- * Long-poll: answers as soon as the run is no longer `running` (interrupted, completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with its current status; call again while it is `running`.
+ * Long-poll: answers as soon as the run is no longer `running` (interrupted, completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with its current status (earlier when the server shuts down); call again while it is `running`. Open long-polls and event streams per API key are capped: 429 `too_many_streams` with `Retry-After`.
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, timeout?: number}} args
@@ -838,9 +838,9 @@ export function updateThread(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function waitRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);

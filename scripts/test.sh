@@ -8,4 +8,6 @@ scripts/bootstrap.sh
 scripts/ensure_chromium.sh
 .venv/bin/ruff check app tests benchmarks
 .venv/bin/mypy app
+# The architecture contract (layers, no cycles): [tool.importlinter] in pyproject.toml.
+.venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

@@ -40,6 +40,8 @@ class ErrorCode(enum.StrEnum):
     NOT_SUPPORTED = "not_supported"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     RATE_LIMITED = "rate_limited"
+    #: 408 from app/http_server.py: the request head did not arrive in time.
+    REQUEST_TIMEOUT = "request_timeout"
     INTERNAL_ERROR = "internal_error"
     COMPRESSION_FAILED = "compression_failed"
     UNAVAILABLE = "unavailable"

@@ -16,8 +16,8 @@ from app.db.models import (
     Conversation,
     RequestStatus,
 )
+from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
-from app.services.errors import NotFound
 
 
 class ConversationRepository:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.runs import WORK_CHANNEL
-from app.services.errors import NotFound
 
 # The final SELECT also wakes workers in other processes (NOTIFY, delivered at commit) when the
 # thread had no queued request before this one (the statement's snapshot does not see its own

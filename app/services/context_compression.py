@@ -21,16 +21,16 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.graph import AgentRuntime
 from app.agents.middlewares import summary as summary_mw
-from app.repositories.agent_state import AgentStateRepository
-from app.repositories.conversations import ConversationRepository
-from app.services.agent_state import busy_reason
-from app.services.errors import (
+from app.domain.errors import (
     CompressionFailed,
     NothingToCompress,
     NotSupported,
     ThreadBusy,
     WorkdirUnavailable,
 )
+from app.repositories.agent_state import AgentStateRepository
+from app.repositories.conversations import ConversationRepository
+from app.services.agent_state import busy_reason
 
 log = structlog.get_logger(__name__)
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.domain.errors import IdempotencyKeyReused
 from app.repositories.conversations import ConversationRepository
 from app.repositories.intake import IntakeRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.runs import RunRepository, RunRequestRepository
-from app.services.errors import IdempotencyKeyReused
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,15 +16,15 @@ from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunEvent, RunStatus
-from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
-from app.services.errors import (
+from app.domain.errors import (
     InvalidState,
     InvalidToolArguments,
     NotFound,
     RequestNotQueued,
     ValidationFailed,
 )
+from app.repositories.conversations import ConversationRepository
+from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
 from app.services.run_errors import CANCELLED
 from app.services.run_events import RunEventNotifier, wait_event
 

@@ -14,11 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.workdir import Workdir
 from app.db.models import Conversation, Message
+from app.domain.errors import ThreadBusy, ValidationFailed
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository, RunRequestRepository
-from app.services.errors import ThreadBusy, ValidationFailed
 
 log = structlog.get_logger(__name__)
 

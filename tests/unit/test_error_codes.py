@@ -2,7 +2,8 @@
 
 A generated client turns an enum into a closed type (openapi-python-client raises on a value it
 does not know), so every code the service can answer must be listed: the domain errors' codes,
-the framework-error mapping and the literal codes of app/api/errors.py.
+the framework-error mapping, the literal codes of app/api/errors.py and those the HTTP server
+answers itself (app/http_server.py, before any request reaches Litestar).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import pytest
 from litestar.testing import TestClient
 
 import app.main  # noqa: F401  (imports every module that defines a DomainError)
+from app import http_server
 from app.api import errors as api_errors
 from app.api.schemas import ErrorCode
 from app.config import load_settings
+from app.domain.errors import DomainError
 from app.main import create_app
-from app.services.errors import DomainError
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -36,9 +38,17 @@ def test_every_code_the_service_answers_is_in_the_enum() -> None:
     source = Path(api_errors.__file__).read_text()
     literal = set(re.findall(r'_body\(\s*"([a-z_]+)"', source))
     assert literal, "the literal-code scan found nothing: update the test"
+    server = set(
+        re.findall(
+            r'_raw_response\(\s*\d+,\s*"[^"]*",\s*"([a-z_]+)"',
+            Path(http_server.__file__).read_text(),
+        )
+    )
+    assert server, "the HTTP server's code scan found nothing: update the test"
     assert domain <= known, domain - known
     assert mapped <= known, mapped - known
     assert literal <= known, literal - known
+    assert server <= known, server - known
 
 
 def test_run_error_codes_match_the_schema_enum() -> None:

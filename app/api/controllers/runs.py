@@ -26,7 +26,7 @@ from app.api.schemas import (
     RunOut,
 )
 from app.db.models import AgentRun, RunStatus
-from app.services.errors import ValidationFailed
+from app.domain.errors import ValidationFailed
 from app.services.runs import ReviewDecision, RunService
 
 TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}

@@ -28,7 +28,7 @@ from app.api.schemas import (
     UpdateThreadIn,
 )
 from app.db.models import Conversation, Message
-from app.services.errors import ValidationFailed
+from app.domain.errors import ValidationFailed
 from app.services.intake import IntakeService
 from app.services.threads import ThreadService, ThreadView
 

@@ -217,7 +217,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "request_timeout" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**

@@ -1,4 +1,8 @@
-"""Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP."""
+"""Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP.
+
+They live below every layer so that a repository can raise ``NotFound`` or ``ThreadBusy`` without
+importing the services that use it.
+"""
 
 from __future__ import annotations
 

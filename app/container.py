@@ -169,7 +169,7 @@ async def build_container(
         threads=ThreadService(
             sessions, settings.lock_timeout_ms, AgentStateRepository(agent.graph), workdir
         ),
-        intake=IntakeService(sessions, settings.lock_timeout_ms, on_enqueued=wake),
+        intake=IntakeService(engine, settings.lock_timeout_ms, on_enqueued=wake),
         runs=RunService(
             sessions,
             settings.lock_timeout_ms,

@@ -11,6 +11,14 @@ import msgspec
 from litestar.openapi.spec import Reference
 from litestar.params import KwargDefinition
 
+from app.domain.states import (
+    MessageRole,
+    RequestStatusName,
+    RunErrorCode,
+    RunStatusName,
+    ThreadStatus,
+)
+
 #: Upper bound of integer cursors (message seq, event id): within PostgreSQL BIGINT and exact as
 #: a JSON/JavaScript number (the OpenAPI document renders bounds as floats).
 MAX_CURSOR = 2**53 - 1
@@ -37,6 +45,8 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     UNPROCESSABLE = "unprocessable"
     NOTHING_TO_COMPRESS = "nothing_to_compress"
+    #: Not answered today (every agent supports manual compression); kept so that clients
+    #: generated from earlier documents keep a value they may match on.
     NOT_SUPPORTED = "not_supported"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     RATE_LIMITED = "rate_limited"
@@ -90,10 +100,6 @@ class UpdateThreadIn(Strict):
     metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
 
 
-#: idle: nothing to do; running / interrupted: its active run's status; queued: input waits.
-ThreadStatus = Literal["idle", "running", "interrupted", "queued"]
-
-
 class ThreadOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     title: str
@@ -108,9 +114,6 @@ class ThreadPage(msgspec.Struct, kw_only=True):
     items: list[ThreadOut]
     #: Opaque cursor for the next (older) page; null on the last page.
     next_cursor: str | None = None
-
-
-MessageRole = Literal["user", "assistant", "tool"]
 
 
 class MessageOut(msgspec.Struct, kw_only=True):
@@ -146,19 +149,6 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
 
 
 # --- run requests -------------------------------------------------------------------------------
-RequestStatusName = Literal["queued", "dispatched", "cancelled"]
-RunStatusName = Literal["running", "interrupted", "completed", "failed", "cancelled"]
-#: Why a run failed or was cancelled (app/services/run_errors.py; a unit test keeps them equal).
-RunErrorCode = Literal[
-    "provider_error",
-    "context_overflow",
-    "database_unavailable",
-    "tool_error",
-    "internal_error",
-    "lease_expired",
-    "worker_stopped",
-    "cancelled",
-]
 
 
 class RequestOut(msgspec.Struct, kw_only=True):

@@ -86,6 +86,18 @@ def sqlstate_of(exc: BaseException) -> str | None:
     return None
 
 
+def constraint_of(exc: BaseException) -> str | None:
+    """The constraint (or unique index) a SQLAlchemy ``IntegrityError`` violated, if named."""
+    orig = getattr(exc, "orig", None)
+    for candidate in (orig, getattr(orig, "__cause__", None)):
+        name = getattr(candidate, "constraint_name", None)
+        if name is None:  # psycopg keeps it in the error's diagnostics
+            name = getattr(getattr(candidate, "diag", None), "constraint_name", None)
+        if name:
+            return str(name)
+    return None
+
+
 def fault_of(exc: BaseException) -> Fault | None:
     """The kind of a SQLAlchemy ``DBAPIError`` by its SQLSTATE; None when it is none of ours."""
     return fault_of_sqlstate(sqlstate_of(exc))

@@ -71,11 +71,6 @@ class InvalidToolArguments(DomainError):
     status_code = 422
 
 
-class NotSupported(DomainError):
-    code = "not_supported"
-    status_code = 422
-
-
 class CompressionFailed(DomainError):
     """The summarizer failed; nothing was written."""
 

@@ -23,7 +23,6 @@ class CheckpointerRequired(RuntimeError):
 class AgentStateSnapshot:
     messages: list[AnyMessage]
     next: tuple[str, ...]
-    has_checkpoint: bool
 
 
 class AgentStateRepository:
@@ -42,7 +41,6 @@ class AgentStateRepository:
         return AgentStateSnapshot(
             messages=list(values.get("messages", [])),
             next=tuple(state.next or ()),
-            has_checkpoint=state.config is not None and bool(state.values),
         )
 
     async def replace_messages(

@@ -17,7 +17,7 @@ class MetricsRepository:
         rows = await self.session.execute(
             select(AgentRun.status, func.count()).group_by(AgentRun.status)
         )
-        counts = {s.value: 0 for s in RunStatus}
+        counts: dict[str, int] = {s.value: 0 for s in RunStatus}
         for status, count in rows.all():
             counts[RunStatus(status).value] = int(count)
         return counts

@@ -88,9 +88,9 @@ def run_out(r: AgentRun) -> RunOut:
         id=r.id,
         thread_id=r.conversation_id,
         request_id=r.request_id,
-        status=r.status.value,  # type: ignore[arg-type]  # RunStatus values == RunStatusName
+        status=r.status.value,
         error=r.error,
-        error_code=r.error_code,  # type: ignore[arg-type]  # run_errors codes == RunErrorCode
+        error_code=r.error_code,
         interrupt=r.interrupt,
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,

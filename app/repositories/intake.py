@@ -36,53 +36,55 @@ IDEMPOTENCY_KEY_INDEX = "uq_requests_conversation_idempotency_key"
 # ``earlier``: a request of this thread with the same Idempotency-Key (never one with a NULL
 # key: ``= NULL`` is not true). When there is one, nothing is written and the last SELECT's
 # second branch returns it with its message's seq and its body's fingerprint.
+# Not indented, and the request insert first: pg_stat_activity shows only the first 1 kB of a
+# statement, and operators (and tests/integration/test_faults.py) look for what it is blocked on.
 _ACCEPT = text(
     """
-    WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v),
-    locked AS (
-        SELECT c.id FROM conversations c, cfg
-        WHERE c.id = :thread_id AND c.owner_id = :owner_id
-        FOR UPDATE OF c
-    ),
-    earlier AS (
-        SELECT r.id, r.idempotency_fingerprint, CAST(r.payload->>'message_id' AS uuid) AS message_id
-        FROM agent_run_requests r, locked
-        WHERE r.conversation_id = locked.id AND r.idempotency_key = :idempotency_key
-    ),
-    conv AS (
-        UPDATE conversations c
-        SET next_message_seq = c.next_message_seq + 1,
-            next_request_seq = c.next_request_seq + 1,
-            updated_at = now()
-        FROM locked WHERE c.id = locked.id AND NOT EXISTS (SELECT 1 FROM earlier)
-        RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq
-    ),
-    msg AS (
-        INSERT INTO messages (id, conversation_id, seq, role, content, lc_id, request_id)
-        SELECT :message_id, :thread_id, conv.message_seq, 'user', :content, :lc_id, :request_id
-        FROM conv
-        RETURNING seq
-    ),
-    req AS (
-        INSERT INTO agent_run_requests (
-            id, conversation_id, seq, payload, status, idempotency_key, idempotency_fingerprint
-        )
-        SELECT :request_id, :thread_id, conv.request_seq, CAST(:payload AS jsonb), 'queued',
-            :idempotency_key, :fingerprint
-        FROM conv
-        RETURNING id
+WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v),
+locked AS (
+    SELECT c.id FROM conversations c, cfg
+    WHERE c.id = :thread_id AND c.owner_id = :owner_id
+    FOR UPDATE OF c
+),
+earlier AS (
+    SELECT r.id, r.idempotency_fingerprint, CAST(r.payload->>'message_id' AS uuid) AS message_id
+    FROM agent_run_requests r, locked
+    WHERE r.conversation_id = locked.id AND r.idempotency_key = :idempotency_key
+),
+conv AS (
+    UPDATE conversations c
+    SET next_message_seq = c.next_message_seq + 1,
+        next_request_seq = c.next_request_seq + 1,
+        updated_at = now()
+    FROM locked WHERE c.id = locked.id AND NOT EXISTS (SELECT 1 FROM earlier)
+    RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq
+),
+req AS (
+    INSERT INTO agent_run_requests (
+        id, conversation_id, seq, payload, status, idempotency_key, idempotency_fingerprint
     )
-    SELECT req.id AS request_id, CAST(:message_id AS uuid) AS message_id, msg.seq,
-        NULL AS earlier_fingerprint, false AS replayed,
-        CASE WHEN NOT EXISTS (
-            SELECT 1 FROM agent_run_requests q
-            WHERE q.conversation_id = :thread_id AND q.status = 'queued'
-        ) THEN pg_notify(:work_channel, '') END AS woke
-    FROM msg, req
-    UNION ALL
-    SELECT e.id, e.message_id, m.seq, e.idempotency_fingerprint, true, NULL
-    FROM earlier e JOIN messages m ON m.id = e.message_id
-    """
+    SELECT :request_id, :thread_id, conv.request_seq, CAST(:payload AS jsonb), 'queued',
+        :idempotency_key, :fingerprint
+    FROM conv
+    RETURNING id
+),
+msg AS (
+    INSERT INTO messages (id, conversation_id, seq, role, content, lc_id, request_id)
+    SELECT :message_id, :thread_id, conv.message_seq, 'user', :content, :lc_id, :request_id
+    FROM conv
+    RETURNING seq
+)
+SELECT req.id AS request_id, CAST(:message_id AS uuid) AS message_id, msg.seq,
+    NULL AS earlier_fingerprint, false AS replayed,
+    CASE WHEN NOT EXISTS (
+        SELECT 1 FROM agent_run_requests q
+        WHERE q.conversation_id = :thread_id AND q.status = 'queued'
+    ) THEN pg_notify(:work_channel, '') END AS woke
+FROM msg, req
+UNION ALL
+SELECT e.id, e.message_id, m.seq, e.idempotency_fingerprint, true, NULL
+FROM earlier e JOIN messages m ON m.id = e.message_id
+"""
 )
 
 

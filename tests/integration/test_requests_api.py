@@ -132,7 +132,7 @@ async def _lock_waiters(conn: psycopg.AsyncConnection[Any], count: int) -> None:
     for _ in range(1200):
         cur = await conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO messages%'"
+            "AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO agent_run_requests%'"
         )
         row = await cur.fetchone()
         if row is not None and row[0] >= count:

@@ -1,7 +1,8 @@
 """Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP.
 
-They live below every layer so that a repository can raise ``NotFound`` or ``ThreadBusy`` without
-importing the services that use it.
+They live below every layer, so the layer that decides a refusal raises it: a repository raises
+``NotFound`` or ``ThreadBusy``, the compression core (``app/agents``) ``NothingToCompress`` or
+``WorkdirUnavailable``, without importing the services that use them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,32 @@ class DomainError(Exception):
         self.detail = detail or self.code
 
 
+class NothingToCompress(DomainError):
+    """Manual compression refused: nothing could be offloaded or summarized (history too short
+    or empty). ``tokens``: the view's size when the compressor measured it."""
+
+    code = "nothing_to_compress"
+    status_code = 422
+
+    def __init__(self, detail: str = "", *, tokens: int | None = None) -> None:
+        super().__init__(detail)
+        self.tokens = tokens
+
+
+class WorkdirUnavailable(DomainError):
+    """Offloading was needed but the Workdir could not be written (full disk, read-only mount,
+    blocked path). Nothing was shrunk or written. ``reason``: the first failure, without paths;
+    ``failed``: how many results could not be offloaded."""
+
+    code = "workdir_unavailable"
+    status_code = 507
+
+    def __init__(self, detail: str = "", *, reason: str = "", failed: int = 0) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.failed = failed
+
+
 class NotFound(DomainError):
     code = "not_found"
     status_code = 404
@@ -26,11 +53,6 @@ class ThreadBusy(DomainError):
 
     code = "thread_busy"
     status_code = 409
-
-
-class NothingToCompress(DomainError):
-    code = "nothing_to_compress"
-    status_code = 422
 
 
 class InvalidState(DomainError):
@@ -76,13 +98,6 @@ class CompressionFailed(DomainError):
 
     code = "compression_failed"
     status_code = 502
-
-
-class WorkdirUnavailable(DomainError):
-    """Offloading was needed but the Workdir could not be written (full, read-only, blocked)."""
-
-    code = "workdir_unavailable"
-    status_code = 507
 
 
 class ServiceUnavailable(DomainError):

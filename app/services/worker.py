@@ -40,7 +40,8 @@ from app import metrics
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
-from app.agents.middlewares.summary import is_summary_message
+from app.agents.summary_messages import is_summary_message
+from app.agents.tokens import run_usage
 from app.config import Settings
 from app.db.errors import is_connection_error
 from app.db.models import RequestStatus, RunStatus
@@ -70,11 +71,6 @@ class ClaimedRun:
     conversation_id: uuid.UUID
     owner_id: str
     graph_input: Any
-
-
-def _usage(message: AIMessage, key: str) -> int:
-    usage: dict[str, Any] = dict(message.usage_metadata or {})
-    return int(usage.get(key, 0) or 0)
 
 
 def _json_safe(value: Any) -> Any:
@@ -748,11 +744,12 @@ class RunWorker:
             # Usage is counted once per AI message actually stored (replays are skipped).
             fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]
             if fresh_ai:
+                usage = run_usage(fresh_ai)
                 await RunRepository(session).add_usage(
                     claimed.run_id,
-                    input_tokens=sum(_usage(m, "input_tokens") for m in fresh_ai),
-                    output_tokens=sum(_usage(m, "output_tokens") for m in fresh_ai),
-                    calls=len(fresh_ai),
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    calls=usage.calls,
                 )
             if stored:
                 await RunEventRepository(session).append_many(

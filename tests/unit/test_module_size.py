@@ -17,8 +17,6 @@ MAX_LINES = 500
 #: Known oversized modules (path relative to app/) -> why they are tolerated for now.
 OVERSIZED = {
     "services/worker.py": "issue 18 item 1: the run engine becomes the app/worker/ package",
-    "agents/middlewares/summary.py": "issue 18 item 2: summary.py keeps the algorithm only",
-    "agents/extractive.py": "issue 18 item 4 (branch r2-core: summarizers module, retrieval reader)",
 }
 
 

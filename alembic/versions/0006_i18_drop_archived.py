@@ -1,7 +1,7 @@
 """drop conversations.archived: nothing ever set it (every query only filtered on false)
 
 Revision ID: 0006_i18
-Revises: 0004_i14api
+Revises: 0005_i22
 Create Date: 2026-12-03 18:00:00
 """
 from collections.abc import Sequence
@@ -10,8 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006_i18"
-# Another branch adds 0005_i22 on 0004_i14api; the lead rechains this one onto it at merge.
-down_revision: str | None = "0004_i14api"
+down_revision: str | None = "0005_i22"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.errors import is_connection_error
 from app.db.models import AgentRun, RunEvent, RunStatus
+from app.domain.errors import DatabaseUnavailable, NotFound
 from app.repositories.runs import RunEventRepository, RunRepository
-from app.services.errors import DatabaseUnavailable, NotFound
 from app.worker.notifier import FALLBACK_POLL_SECONDS, RunEventNotifier
 
 log = structlog.get_logger(__name__)

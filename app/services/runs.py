@@ -19,15 +19,15 @@ from app.db.models import (
     RequestStatus,
     RunStatus,
 )
-from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunRepository, RunRequestRepository
-from app.services.errors import (
+from app.domain.errors import (
     InvalidState,
     InvalidToolArguments,
     NotFound,
     RequestNotQueued,
     ValidationFailed,
 )
+from app.repositories.conversations import ConversationRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.worker.errors import CANCELLED
 
 

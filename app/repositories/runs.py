@@ -20,6 +20,7 @@ from app.db.models import (
     RunStatus,
 )
 from app.db.run_events import RunError, StatusEvent
+from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RunEventRepository
 
@@ -67,8 +68,8 @@ class RunRequestRepository:
 
     async def get_owned(
         self, request_id: uuid.UUID, owner_id: str, *, for_update: bool = False
-    ) -> AgentRunRequest | None:
-        """Another owner's request is indistinguishable from a missing one."""
+    ) -> AgentRunRequest:
+        """Another owner's request is indistinguishable from a missing one (404, not 403)."""
         stmt = (
             select(AgentRunRequest)
             .join(Conversation, Conversation.id == AgentRunRequest.conversation_id)
@@ -80,7 +81,10 @@ class RunRequestRepository:
         )
         if for_update:
             stmt = stmt.with_for_update(of=AgentRunRequest)
-        return await self.session.scalar(stmt)
+        request = await self.session.scalar(stmt)
+        if request is None:
+            raise NotFound(f"request {request_id} not found")
+        return request
 
     async def cancelled_among(self, request_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """Which of these requests were cancelled (their user messages are withdrawn)."""
@@ -133,12 +137,16 @@ class RunRepository:
     async def get(self, run_id: uuid.UUID) -> AgentRun | None:
         return await self.session.get(AgentRun, run_id, populate_existing=True)
 
-    async def get_owned(self, run_id: uuid.UUID, owner_id: str) -> AgentRun | None:
-        return await self.session.scalar(
+    async def get_owned(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
+        """Another owner's run is indistinguishable from a missing one (404, not 403)."""
+        run = await self.session.scalar(
             select(AgentRun)
             .join(Conversation, Conversation.id == AgentRun.conversation_id)
             .where(AgentRun.id == run_id, Conversation.owner_id == owner_id)
         )
+        if run is None:
+            raise NotFound(f"run {run_id} not found")
+        return run
 
     async def for_request(self, request_id: uuid.UUID) -> AgentRun | None:
         """The run that answers a dispatched request (runs are never replayed: at most one)."""

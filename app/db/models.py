@@ -1,4 +1,8 @@
-"""Typed SQLAlchemy models. Alembic owns every table here; the checkpointer owns its own."""
+"""Typed SQLAlchemy models. Alembic owns every table here; the checkpointer owns its own.
+
+A thread is stored as a ``conversations`` row; code calls its id ``thread_id`` (the attribute
+maps the ``conversation_id`` column, so constraint and index strings below name the column).
+"""
 
 from __future__ import annotations
 
@@ -118,8 +122,8 @@ class Message(Base):
     __tablename__ = "messages"
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        "conversation_id", ForeignKey("conversations.id", ondelete="CASCADE")
     )
     seq: Mapped[int] = mapped_column(BigInteger)
     role: Mapped[MessageRole] = mapped_column(String(20))
@@ -152,8 +156,8 @@ class AgentRunRequest(Base):
     __tablename__ = "agent_run_requests"
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        "conversation_id", ForeignKey("conversations.id", ondelete="CASCADE")
     )
     seq: Mapped[int] = mapped_column(BigInteger)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
@@ -188,8 +192,8 @@ class AgentRun(Base):
     __tablename__ = "agent_runs"
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        "conversation_id", ForeignKey("conversations.id", ondelete="CASCADE")
     )
     request_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("agent_run_requests.id"))
     status: Mapped[RunStatus] = mapped_column(_enum(RunStatus, "run_status"))

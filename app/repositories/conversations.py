@@ -44,20 +44,20 @@ class ConversationRepository:
         await self.session.refresh(conv)
         return conv
 
-    async def get_owned(self, conversation_id: uuid.UUID, owner_id: str) -> Conversation:
+    async def get_owned(self, thread_id: uuid.UUID, owner_id: str) -> Conversation:
         """Another owner's thread is indistinguishable from a missing one (404, not 403)."""
         conv = await self.session.scalar(
             select(Conversation).where(
-                Conversation.id == conversation_id,
+                Conversation.id == thread_id,
                 Conversation.owner_id == owner_id,
             )
         )
         if conv is None:
-            raise NotFound(f"thread {conversation_id} not found")
+            raise NotFound(f"thread {thread_id} not found")
         return conv
 
-    async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
-        return await self.session.get(Conversation, conversation_id)
+    async def get(self, thread_id: uuid.UUID) -> Conversation | None:
+        return await self.session.get(Conversation, thread_id)
 
     async def list_owned(
         self,
@@ -72,25 +72,25 @@ class ConversationRepository:
         if metadata:
             stmt = stmt.where(Conversation.meta.contains(metadata))
         if before is not None:
-            created, cid = before
+            created, thread_id = before
             stmt = stmt.where(
                 or_(
                     Conversation.created_at < created,
-                    and_(Conversation.created_at == created, Conversation.id < cid),
+                    and_(Conversation.created_at == created, Conversation.id < thread_id),
                 )
             )
         stmt = stmt.order_by(Conversation.created_at.desc(), Conversation.id.desc()).limit(limit)
         return (await self.session.scalars(stmt)).all()
 
     async def lock(
-        self, conversation_id: uuid.UUID, *, owner_id: str | None = None, timeout_ms: int = 5000
+        self, thread_id: uuid.UUID, *, owner_id: str | None = None, timeout_ms: int = 5000
     ) -> Conversation:
         """``SELECT ... FOR UPDATE`` the thread row: the mutex shared by intake, claim and compress.
 
         Waits at most ``timeout_ms``; a lock still held then becomes ThreadBusy.
         """
         await self.session.execute(text(f"SET LOCAL lock_timeout = {int(timeout_ms)}"))
-        stmt = select(Conversation).where(Conversation.id == conversation_id)
+        stmt = select(Conversation).where(Conversation.id == thread_id)
         if owner_id is not None:
             stmt = stmt.where(Conversation.owner_id == owner_id)
         async with lock_errors_as_busy("the thread is locked by another operation"):
@@ -98,64 +98,62 @@ class ConversationRepository:
                 stmt.with_for_update().execution_options(populate_existing=True)
             )
         if conv is None:
-            raise NotFound(f"thread {conversation_id} not found")
+            raise NotFound(f"thread {thread_id} not found")
         return conv
 
-    async def allocate_message_seqs(self, conversation_id: uuid.UUID, count: int) -> int:
+    async def allocate_message_seqs(self, thread_id: uuid.UUID, count: int) -> int:
         """Reserve ``count`` consecutive message sequence numbers; returns the first."""
         first = await self.session.scalar(
             update(Conversation)
-            .where(Conversation.id == conversation_id)
+            .where(Conversation.id == thread_id)
             .values(next_message_seq=Conversation.next_message_seq + count, updated_at=func.now())
             .returning(Conversation.next_message_seq - count)
         )
         if first is None:
-            raise NotFound(f"thread {conversation_id} not found")
+            raise NotFound(f"thread {thread_id} not found")
         return int(first)
 
-    async def update(self, conversation_id: uuid.UUID, **values: Any) -> Conversation:
+    async def update(self, thread_id: uuid.UUID, **values: Any) -> Conversation:
         """Set columns (``title``, ``meta``) of a row the caller has locked; returns it fresh."""
         await self.session.execute(
             update(Conversation)
-            .where(Conversation.id == conversation_id)
+            .where(Conversation.id == thread_id)
             .values(**values, updated_at=func.now())
         )
-        conv = await self.session.get(Conversation, conversation_id, populate_existing=True)
+        conv = await self.session.get(Conversation, thread_id, populate_existing=True)
         if conv is None:
-            raise NotFound(f"thread {conversation_id} not found")
+            raise NotFound(f"thread {thread_id} not found")
         return conv
 
-    async def statuses(
-        self, conversation_ids: Sequence[uuid.UUID]
-    ) -> dict[uuid.UUID, ThreadStatus]:
+    async def statuses(self, thread_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ThreadStatus]:
         """THE answer to "is the thread busy" (anything but ``idle`` is busy): per thread, its
         active run's status first (a queued input waits behind it), else ``queued`` when input
         waits, else ``idle``."""
-        if not conversation_ids:
+        if not thread_ids:
             return {}
-        ids = list(conversation_ids)
+        ids = list(thread_ids)
         result: dict[uuid.UUID, ThreadStatus] = dict.fromkeys(ids, "idle")
         queued = await self.session.scalars(
-            select(AgentRunRequest.conversation_id)
+            select(AgentRunRequest.thread_id)
             .where(
-                AgentRunRequest.conversation_id.in_(ids),
+                AgentRunRequest.thread_id.in_(ids),
                 AgentRunRequest.status == RequestStatus.QUEUED,
             )
             .distinct()
         )
-        for cid in queued:
-            result[cid] = "queued"
+        for thread_id in queued:
+            result[thread_id] = "queued"
         active = await self.session.execute(
-            select(AgentRun.conversation_id, AgentRun.status).where(
-                AgentRun.conversation_id.in_(ids), AgentRun.status.in_(ACTIVE_RUN_STATUSES)
+            select(AgentRun.thread_id, AgentRun.status).where(
+                AgentRun.thread_id.in_(ids), AgentRun.status.in_(ACTIVE_RUN_STATUSES)
             )
         )
-        for cid, status in active:
-            result[cid] = _THREAD_STATUS_OF_ACTIVE_RUN[status]
+        for thread_id, status in active:
+            result[thread_id] = _THREAD_STATUS_OF_ACTIVE_RUN[status]
         return result
 
-    async def status(self, conversation_id: uuid.UUID) -> ThreadStatus:
-        return (await self.statuses([conversation_id]))[conversation_id]
+    async def status(self, thread_id: uuid.UUID) -> ThreadStatus:
+        return (await self.statuses([thread_id]))[thread_id]
 
-    async def delete(self, conversation_id: uuid.UUID) -> None:
-        await self.session.execute(delete(Conversation).where(Conversation.id == conversation_id))
+    async def delete(self, thread_id: uuid.UUID) -> None:
+        await self.session.execute(delete(Conversation).where(Conversation.id == thread_id))

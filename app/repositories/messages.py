@@ -32,16 +32,14 @@ class MessageRepository:
         self.session = session
         self.conversations = ConversationRepository(session)
 
-    async def append(
-        self, conversation_id: uuid.UUID, items: Sequence[NewMessage]
-    ) -> list[Message]:
+    async def append(self, thread_id: uuid.UUID, items: Sequence[NewMessage]) -> list[Message]:
         """Append in order; a message whose LangChain id is already stored is skipped (idempotent)."""
         lc_ids = [m.lc_id for m in items if m.lc_id]
         known: set[str] = set()
         if lc_ids:
             rows = await self.session.scalars(
                 select(Message.lc_id).where(
-                    Message.conversation_id == conversation_id, Message.lc_id.in_(lc_ids)
+                    Message.thread_id == thread_id, Message.lc_id.in_(lc_ids)
                 )
             )
             known = {r for r in rows if r}
@@ -55,11 +53,11 @@ class MessageRepository:
             fresh.append(m)
         if not fresh:
             return []
-        first = await self.conversations.allocate_message_seqs(conversation_id, len(fresh))
+        first = await self.conversations.allocate_message_seqs(thread_id, len(fresh))
         rows_out = [
             Message(
                 id=uuid.uuid4(),
-                conversation_id=conversation_id,
+                thread_id=thread_id,
                 seq=first + i,
                 role=m.role,
                 content=m.content,
@@ -80,12 +78,12 @@ class MessageRepository:
         return await self.session.get(Message, message_id)
 
     async def list(
-        self, conversation_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100
+        self, thread_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100
     ) -> Sequence[Message]:
         return (
             await self.session.scalars(
                 select(Message)
-                .where(Message.conversation_id == conversation_id, Message.seq > after_seq)
+                .where(Message.thread_id == thread_id, Message.seq > after_seq)
                 .order_by(Message.seq)
                 .limit(limit)
             )

@@ -46,11 +46,11 @@ class RunRequestRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def oldest_queued(self, conversation_id: uuid.UUID) -> AgentRunRequest | None:
+    async def oldest_queued(self, thread_id: uuid.UUID) -> AgentRunRequest | None:
         return await self.session.scalar(
             select(AgentRunRequest)
             .where(
-                AgentRunRequest.conversation_id == conversation_id,
+                AgentRunRequest.thread_id == thread_id,
                 AgentRunRequest.status == RequestStatus.QUEUED,
             )
             .order_by(AgentRunRequest.seq)
@@ -72,7 +72,7 @@ class RunRequestRepository:
         """Another owner's request is indistinguishable from a missing one (404, not 403)."""
         stmt = (
             select(AgentRunRequest)
-            .join(Conversation, Conversation.id == AgentRunRequest.conversation_id)
+            .join(Conversation, Conversation.id == AgentRunRequest.thread_id)
             .where(
                 AgentRunRequest.id == request_id,
                 Conversation.owner_id == owner_id,
@@ -98,7 +98,7 @@ class RunRequestRepository:
         )
         return set(rows)
 
-    async def claimable_conversation(self) -> uuid.UUID | None:
+    async def claimable_thread(self) -> uuid.UUID | None:
         """The idle thread whose oldest queued input waited longest, locked (SKIP LOCKED).
 
         Locking the Conversation row here is what keeps claim, intake and compress apart.
@@ -106,13 +106,13 @@ class RunRequestRepository:
         queued = (
             select(func.min(AgentRunRequest.created_at))
             .where(
-                AgentRunRequest.conversation_id == Conversation.id,
+                AgentRunRequest.thread_id == Conversation.id,
                 AgentRunRequest.status == RequestStatus.QUEUED,
             )
             .scalar_subquery()
         )
         active = exists().where(
-            AgentRun.conversation_id == Conversation.id,
+            AgentRun.thread_id == Conversation.id,
             AgentRun.status.in_(ACTIVE_RUN_STATUSES),
         )
         stmt = (
@@ -133,7 +133,6 @@ class RunRepository:
         """Wake the workers of every process when the surrounding transaction commits."""
         await self.session.execute(select(func.pg_notify(WORK_CHANNEL, "")))
 
-
     async def get(self, run_id: uuid.UUID) -> AgentRun | None:
         return await self.session.get(AgentRun, run_id, populate_existing=True)
 
@@ -141,7 +140,7 @@ class RunRepository:
         """Another owner's run is indistinguishable from a missing one (404, not 403)."""
         run = await self.session.scalar(
             select(AgentRun)
-            .join(Conversation, Conversation.id == AgentRun.conversation_id)
+            .join(Conversation, Conversation.id == AgentRun.thread_id)
             .where(AgentRun.id == run_id, Conversation.owner_id == owner_id)
         )
         if run is None:
@@ -169,13 +168,11 @@ class RunRepository:
                 .execution_options(populate_existing=True)
             )
 
-    async def list_for_conversation(
-        self, conversation_id: uuid.UUID, *, limit: int = 50
-    ) -> Sequence[AgentRun]:
+    async def list_for_thread(self, thread_id: uuid.UUID, *, limit: int = 50) -> Sequence[AgentRun]:
         return (
             await self.session.scalars(
                 select(AgentRun)
-                .where(AgentRun.conversation_id == conversation_id)
+                .where(AgentRun.thread_id == thread_id)
                 .order_by(AgentRun.created_at.desc(), AgentRun.id)
                 .limit(limit)
             )
@@ -243,7 +240,7 @@ class RunRepository:
     async def start(
         self,
         *,
-        conversation_id: uuid.UUID,
+        thread_id: uuid.UUID,
         request_id: uuid.UUID,
         holder: str,
         lease_seconds: float,
@@ -251,7 +248,7 @@ class RunRepository:
         """A new run answering ``request_id``: running, leased to ``holder``."""
         run = AgentRun(
             id=uuid.uuid4(),
-            conversation_id=conversation_id,
+            thread_id=thread_id,
             request_id=request_id,
             status=RunStatus.RUNNING,
             lease_holder=holder,

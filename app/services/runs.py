@@ -147,7 +147,7 @@ class RunService:
             found = await requests.get_owned(request_id, owner_id)
             # The worker claims under this lock too, so "queued" cannot change under us.
             await ConversationRepository(session).lock(
-                found.conversation_id, timeout_ms=self.lock_timeout_ms
+                found.thread_id, timeout_ms=self.lock_timeout_ms
             )
             request = await requests.get_owned(request_id, owner_id, for_update=True)
             if request.status == RequestStatus.DISPATCHED:
@@ -160,14 +160,14 @@ class RunService:
     async def list(self, thread_id: uuid.UUID, owner_id: str, *, limit: int) -> Sequence[AgentRun]:
         async with self.sessions() as session:
             await ConversationRepository(session).get_owned(thread_id, owner_id)
-            return await RunRepository(session).list_for_conversation(thread_id, limit=limit)
+            return await RunRepository(session).list_for_thread(thread_id, limit=limit)
 
     async def cancel(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             owned = await runs.get_owned(run_id, owner_id)
             await ConversationRepository(session).lock(
-                owned.conversation_id, timeout_ms=self.lock_timeout_ms
+                owned.thread_id, timeout_ms=self.lock_timeout_ms
             )
             run = await runs.lock(run_id)
             assert run is not None
@@ -192,7 +192,7 @@ class RunService:
             runs = RunRepository(session)
             owned = await runs.get_owned(run_id, owner_id)
             await ConversationRepository(session).lock(
-                owned.conversation_id, timeout_ms=self.lock_timeout_ms
+                owned.thread_id, timeout_ms=self.lock_timeout_ms
             )
             run = await runs.lock(run_id)
             assert run is not None

@@ -46,7 +46,7 @@ class Handoff:
 @dataclass(frozen=True, slots=True)
 class ClaimedRun:
     run_id: uuid.UUID
-    conversation_id: uuid.UUID
+    thread_id: uuid.UUID
     owner_id: str
     #: ``{"messages": [human]}`` (new input), ``Command(resume=...)`` (a human's decisions) or
     #: ``Handoff`` (released by a draining worker).
@@ -100,23 +100,23 @@ class RunClaims:
         try:
             async with self.sessions() as session, session.begin():
                 requests = RunRequestRepository(session)
-                conv_id = await requests.claimable_conversation()
-                if conv_id is None:
+                thread_id = await requests.claimable_thread()
+                if thread_id is None:
                     return None
-                conv = await ConversationRepository(session).get(conv_id)
-                request = await requests.oldest_queued(conv_id)
+                conv = await ConversationRepository(session).get(thread_id)
+                request = await requests.oldest_queued(thread_id)
                 if conv is None or request is None:
                     return None
                 await requests.mark(request.id, RequestStatus.DISPATCHED)
                 run = await RunRepository(session).start(
-                    conversation_id=conv_id,
+                    thread_id=thread_id,
                     request_id=request.id,
                     holder=self.holder,
                     lease_seconds=self.lease_seconds,
                 )
                 payload = request.payload
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
-                return ClaimedRun(run.id, conv_id, conv.owner_id, {"messages": [human]})
+                return ClaimedRun(run.id, thread_id, conv.owner_id, {"messages": [human]})
         except IntegrityError:
             # Another worker started a run on this thread between our snapshot and our insert.
             log.info("claim_lost_race")
@@ -129,12 +129,12 @@ class RunClaims:
             if claimed is None:
                 return None
             run, payload = claimed
-            conv = await ConversationRepository(session).get(run.conversation_id)
+            conv = await ConversationRepository(session).get(run.thread_id)
             assert conv is not None
             graph_input = _graph_input_of(payload)
             if isinstance(graph_input, Handoff):
                 log.info("run_taken_over", run_id=str(run.id), holder=self.holder)
-            return ClaimedRun(run.id, run.conversation_id, conv.owner_id, graph_input)
+            return ClaimedRun(run.id, run.thread_id, conv.owner_id, graph_input)
 
     async def recover_expired(self) -> int:
         """Runs whose worker vanished: fail them (their input is not replayed: tools may have run)."""

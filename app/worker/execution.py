@@ -75,7 +75,7 @@ class RunExecutor:
         self.outcomes = RunOutcomes(sessions, holder)
 
     async def execute(self, claimed: ClaimedRun) -> None:
-        bound = log.bind(run_id=str(claimed.run_id), thread_id=str(claimed.conversation_id))
+        bound = log.bind(run_id=str(claimed.run_id), thread_id=str(claimed.thread_id))
         heartbeat = asyncio.create_task(self._heartbeat(claimed.run_id))
         runner = asyncio.create_task(self._run_graph(claimed))
         try:
@@ -154,9 +154,9 @@ class RunExecutor:
             # applied from LangGraph's saved task writes on the retry, without streaming its
             # update again: take anything still missing from the history from the final state
             # (idempotent on message ids).
-            snapshot = await self.state.get(claimed.conversation_id)
+            snapshot = await self.state.get(claimed.thread_id)
             await self.ledger.persist_update(
-                claimed.conversation_id, claimed.run_id, {"messages": snapshot.messages}
+                claimed.thread_id, claimed.run_id, {"messages": snapshot.messages}
             )
         if interrupt is not None:
             return RunResult(RunStatus.INTERRUPTED, interrupt=interrupt)
@@ -167,14 +167,14 @@ class RunExecutor:
         """The graph input to start with, and (a resumed run) the interrupts it answers."""
         graph_input = claimed.graph_input
         if isinstance(graph_input, Handoff):
-            graph_input = await self._takeover_input(graph_input, claimed.conversation_id)
+            graph_input = await self._takeover_input(graph_input, claimed.thread_id)
         waiting: frozenset[str] = frozenset()
         if isinstance(graph_input, dict):
             await repair_dangling_tool_calls(
-                self.state, self.ledger, claimed.conversation_id, claimed.run_id
+                self.state, self.ledger, claimed.thread_id, claimed.run_id
             )
         elif isinstance(graph_input, Command):
-            snapshot = await self.state.get(claimed.conversation_id)
+            snapshot = await self.state.get(claimed.thread_id)
             waiting = frozenset(str(i.id) for i in snapshot.interrupts)
         return graph_input, waiting
 
@@ -230,8 +230,8 @@ class RunExecutor:
 
     async def _stream_run(self, claimed: ClaimedRun, graph_input: Any) -> dict[str, Any] | None:
         """Stream the graph, persisting messages and events; the pending interrupt, if any."""
-        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.conversation_id))
-        config = self.runtime.config_for(claimed.conversation_id)
+        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.thread_id))
+        config = self.runtime.config_for(claimed.thread_id)
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer(
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
@@ -255,7 +255,7 @@ class RunExecutor:
                 if node == "__interrupt__":
                     interrupt = interrupt_payload(update)
                     continue
-                await self.ledger.persist_update(claimed.conversation_id, claimed.run_id, update)
+                await self.ledger.persist_update(claimed.thread_id, claimed.run_id, update)
             if self.drain.handoff.is_set() and mode == "updates":
                 # A step just ended: stop here, and stop the graph's next step now (closing
                 # the stream) rather than whenever the dropped generator is collected.
@@ -279,10 +279,10 @@ class RunExecutor:
         """
         try:
             await self.ledger.check_lease(claimed.run_id)
-            await self.state.prune_history(claimed.conversation_id)
+            await self.state.prune_history(claimed.thread_id)
         except LeaseLost:
             raise
         except Exception as exc:  # housekeeping must never fail the turn
             log.warning(
-                "checkpoint_prune_failed", thread_id=str(claimed.conversation_id), error=repr(exc)
+                "checkpoint_prune_failed", thread_id=str(claimed.thread_id), error=repr(exc)
             )

@@ -175,17 +175,15 @@ class RunLedger:
         await self.append(run_id, deltas.drain())
 
     async def store_messages(
-        self, conversation_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[BaseMessage]
+        self, thread_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[BaseMessage]
     ) -> None:
         """Messages of the run into the full history (idempotent on their ids), no events."""
         async with self.sessions() as session, session.begin():
             await MessageRepository(session).append(
-                conversation_id, [message_row(run_id, m) for m in messages]
+                thread_id, [message_row(run_id, m) for m in messages]
             )
 
-    async def persist_update(
-        self, conversation_id: uuid.UUID, run_id: uuid.UUID, update: Any
-    ) -> None:
+    async def persist_update(self, thread_id: uuid.UUID, run_id: uuid.UUID, update: Any) -> None:
         """A graph update's new AI/tool messages: stored, counted, announced, in one transaction."""
         new = new_messages(update)
         if not new:
@@ -194,10 +192,10 @@ class RunLedger:
         async with self.sessions() as session, session.begin():
             # Lock order everywhere: conversation, then run (cancel/resume do the same).
             await ConversationRepository(session).lock(
-                conversation_id, timeout_ms=int(self.lease_seconds * 1000)
+                thread_id, timeout_ms=int(self.lease_seconds * 1000)
             )
             await self.assert_lease(session, run_id)
-            stored = await MessageRepository(session).append(conversation_id, rows)
+            stored = await MessageRepository(session).append(thread_id, rows)
             stored_ids = {s.lc_id for s in stored}
             # Usage is counted once per AI message actually stored (replays are skipped).
             fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]

@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from app.db.session import LISTENER_APPLICATION_NAME
-from app.repositories.run_events import RUN_EVENTS_CHANNEL as CHANNEL
+from app.repositories.run_events import RUN_EVENTS_CHANNEL
 from app.repositories.runs import WORK_CHANNEL
 
 log = structlog.get_logger(__name__)
@@ -157,7 +157,7 @@ class RunEventNotifier:
                 )
                 try:
                     if self.streams:
-                        await conn.execute(f"LISTEN {CHANNEL}")
+                        await conn.execute(f"LISTEN {RUN_EVENTS_CHANNEL}")
                     if self.on_work is not None:
                         await conn.execute(f"LISTEN {WORK_CHANNEL}")
                 except BaseException:

@@ -66,11 +66,9 @@ class DatabaseWait:
         (idempotent on their ids). Steps whose checkpoint was not written run again (LangGraph
         keeps the writes of finished tasks). ``waiting``: the interrupts a resumed run answers.
         """
-        snapshot = await self.snapshot(claimed.run_id, claimed.conversation_id)
+        snapshot = await self.snapshot(claimed.run_id, claimed.thread_id)
         view = snapshot.messages
-        await self.ledger.persist_update(
-            claimed.conversation_id, claimed.run_id, {"messages": view}
-        )
+        await self.ledger.persist_update(claimed.thread_id, claimed.run_id, {"messages": view})
         pending = snapshot.interrupts
         if isinstance(claimed.graph_input, Command):
             if pending and {str(i.id) for i in pending} == waiting:

@@ -38,13 +38,13 @@ def not_executed(pending: list[dict[str, Any]]) -> list[ToolMessage]:
 
 
 async def repair_dangling_tool_calls(
-    state: AgentStateRepository, ledger: RunLedger, conversation_id: uuid.UUID, run_id: uuid.UUID
+    state: AgentStateRepository, ledger: RunLedger, thread_id: uuid.UUID, run_id: uuid.UUID
 ) -> None:
-    snapshot = await state.get(conversation_id)
+    snapshot = await state.get(thread_id)
     pending = dangling_tool_calls(snapshot.messages)
     if not pending:
         return
     patch = not_executed(pending)
     # Full history first (idempotent on the ids), then the model view.
-    await ledger.store_messages(conversation_id, run_id, patch)
-    await state.add_tool_results(conversation_id, patch)
+    await ledger.store_messages(thread_id, run_id, patch)
+    await state.add_tool_results(thread_id, patch)

@@ -56,7 +56,7 @@ async def started(sessions: Sessions) -> uuid.UUID:
         # its own connection: tests/integration/test_requests_api.py covers it).
         request = AgentRunRequest(
             id=uuid.uuid4(),
-            conversation_id=conv.id,
+            thread_id=conv.id,
             seq=1,
             payload={"content": "hi", "lc_id": "h1"},
             status=RequestStatus.DISPATCHED,
@@ -64,7 +64,7 @@ async def started(sessions: Sessions) -> uuid.UUID:
         session.add(request)
         await session.flush()
         run = await RunRepository(session).start(
-            conversation_id=conv.id, request_id=request.id, holder=HOLDER, lease_seconds=30
+            thread_id=conv.id, request_id=request.id, holder=HOLDER, lease_seconds=30
         )
         return run.id
 

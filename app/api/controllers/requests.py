@@ -17,7 +17,7 @@ def request_out(view: RequestView) -> RequestOut:
     r, run = view.request, view.run
     return RequestOut(
         id=r.id,
-        thread_id=r.conversation_id,
+        thread_id=r.thread_id,
         message_id=uuid.UUID(r.payload["message_id"]),
         status=r.status.value,
         run_id=run.id if run is not None else None,

@@ -86,7 +86,7 @@ def event_payload_schemas() -> dict[str, Any]:
 def run_out(r: AgentRun) -> RunOut:
     return RunOut(
         id=r.id,
-        thread_id=r.conversation_id,
+        thread_id=r.thread_id,
         request_id=r.request_id,
         status=r.status.value,
         error=r.error,

@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import StateSnapshot
 
 
 class CheckpointerRequired(RuntimeError):
@@ -65,3 +66,17 @@ class AgentStateRepository:
     async def delete_thread(self, thread_id: uuid.UUID | str) -> None:
         """Drop every checkpoint of a deleted thread (the checkpointer's own API)."""
         await self.graph.checkpointer.adelete_thread(str(thread_id))
+
+
+async def committed_state(graph: Any, live: StateSnapshot) -> StateSnapshot:
+    """The state as the latest checkpoint itself holds it.
+
+    ``aget_state`` without a checkpoint id is LangGraph's "live" view: it adds the saved writes
+    of tasks that finished after that checkpoint (a run that died mid-step leaves them) and
+    leaves those tasks out of ``next``. A graph started with new input discards such writes, so
+    whatever decides what the next run sends (the dangling-call repair, the retry point) must
+    look at the committed state; asked with ``live``'s checkpoint id, LangGraph returns it.
+    """
+    if live.config is None or "checkpoint_id" not in live.config.get("configurable", {}):
+        return live
+    return await graph.aget_state(live.config)  # type: ignore[no-any-return]

@@ -24,7 +24,6 @@ import structlog
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
-    AnyMessage,
     BaseMessage,
     HumanMessage,
     RemoveMessage,
@@ -40,12 +39,19 @@ from app import metrics
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
+from app.agents.middlewares.boundary import (
+    NOT_APPROVED,
+    RESULT_UNKNOWN,
+    dangling_tool_calls,
+    unanswered_result,
+)
 from app.agents.middlewares.summary import is_summary_message
+from app.agents.storable import storable_message, storable_text, storable_value
 from app.config import Settings
 from app.db.errors import is_connection_error
 from app.db.models import RequestStatus, RunStatus
 from app.heartbeat import write_beat
-from app.repositories.agent_state import AgentStateRepository
+from app.repositories.agent_state import AgentStateRepository, committed_state
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
@@ -78,23 +84,20 @@ def _usage(message: AIMessage, key: str) -> int:
 
 
 def _json_safe(value: Any) -> Any:
-    """Plain JSON values PostgreSQL can store (jsonb refuses NUL in strings)."""
-    return _strip_nul(json.loads(json.dumps(value, default=str)))
+    """Plain JSON values PostgreSQL can store (``json`` round-trips a lone surrogate as one)."""
+    return storable_value(json.loads(json.dumps(value, default=str)))
 
 
-def _strip_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return _storable(value)
-    if isinstance(value, list):
-        return [_strip_nul(v) for v in value]
-    if isinstance(value, dict):
-        return {_storable(str(k)): _strip_nul(v) for k, v in value.items()}
-    return value
+def repair_content(live: Any) -> str:
+    """Why a dangling tool call has no result: it waited for approval when its run was
+    cancelled (the tool never ran), or its run ended with the tool running or done but its
+    result not recorded (``kill -9``, a lost lease): then the tool may have run."""
+    return NOT_APPROVED if live.interrupts else RESULT_UNKNOWN
 
 
-def _storable(text: str) -> str:
-    """PostgreSQL text cannot hold NUL; a model or tool may still emit one."""
-    return text.replace("\x00", "")
+def _recovered_result(result: ToolMessage, call_id: str) -> ToolMessage:
+    """A finished tool's saved result, with the one id every repair of this call uses."""
+    return storable_message(result).model_copy(update={"id": f"repair-{call_id}"})
 
 
 #: Times a run that lost its database connection goes on from its last checkpoint.
@@ -105,18 +108,6 @@ def interrupt_payload(interrupts: Any) -> Any:
     """The stored/streamed form of pending LangGraph interrupts (one, or a list)."""
     values = [getattr(i, "value", i) for i in interrupts]
     return _json_safe(values[0] if len(values) == 1 else values)
-
-
-def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
-    """Tool calls of AI messages that never got a ToolMessage (a run died between the two)."""
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    pending: list[dict[str, Any]] = []
-    for m in messages:
-        if isinstance(m, AIMessage):
-            for call in m.tool_calls:
-                if call.get("id") and call["id"] not in answered:
-                    pending.append({"id": call["id"], "name": call["name"]})
-    return pending
 
 
 class LeaseLost(Exception):
@@ -588,6 +579,7 @@ class RunWorker:
         checkpoint was not written run again (LangGraph keeps the writes of finished tasks).
         """
         snapshot = await self._wait_for_database(claimed.run_id, config)
+        committed = await committed_state(self.runtime.graph, snapshot)
         view = list((snapshot.values or {}).get("messages", []))
         await self._persist_update(claimed, {"messages": view})
         pending = snapshot.interrupts
@@ -600,12 +592,18 @@ class RunWorker:
                 return True, {"messages": [human]}, None  # the input itself was never saved
         if pending:
             return False, None, interrupt_payload(pending)  # reached a new interrupt
-        if snapshot.next:
-            return True, None, None  # go on from the last checkpoint
+        if committed.next:
+            # Go on from the last checkpoint: its step runs again, except the tasks whose writes
+            # were saved (LangGraph applies those). The live view would call such a step done
+            # (a model reply with tool calls and no checkpoint after it), and restarting the
+            # graph on it would send the provider the calls without their results.
+            return True, None, None
         last = view[-1] if view else None
         if not (isinstance(last, AIMessage) and not last.tool_calls):
             # The checkpoint says "done" but the turn has no final answer (the outage ended the
-            # graph after a tool step): start the graph again on the saved messages.
+            # graph after a tool step): start the graph again on the saved messages, every
+            # tool call in them answered first.
+            await self._repair_dangling_tool_calls(claimed, config)
             return True, {"messages": []}, None
         return False, None, None  # the graph had finished
 
@@ -699,23 +697,35 @@ class RunWorker:
     async def _repair_dangling_tool_calls(
         self, claimed: ClaimedRun, config: RunnableConfig
     ) -> None:
-        """A run that died between a tool call and its result leaves the history invalid for any
-        provider; answer those calls with an explicit 'not executed' result before going on."""
-        state = await self.runtime.graph.aget_state(config)
-        messages: list[AnyMessage] = list((state.values or {}).get("messages", []))
-        pending = dangling_tool_calls(messages)
+        """A run that ended between a tool call and its committed result leaves the history
+        invalid for any provider: answer those calls before going on.
+
+        Read from the committed checkpoint (new input would discard anything after it). A tool
+        that did finish keeps its real result (saved as the pending write of its task);
+        otherwise the answer says why there is none (``repair_content``).
+        """
+        live = await self.runtime.graph.aget_state(config)
+        committed = await committed_state(self.runtime.graph, live)
+        pending = dangling_tool_calls((committed.values or {}).get("messages", []))
         if not pending:
             return
+        finished = {
+            m.tool_call_id: m
+            for m in (live.values or {}).get("messages", [])
+            if isinstance(m, ToolMessage)
+        }
         patch = [
-            ToolMessage(
-                content="Not executed: the run that requested this tool call ended first.",
-                tool_call_id=p["id"],
-                name=p["name"],
-                status="error",
-                id=f"repair-{p['id']}",  # one repair per tool call, however often retried
-            )
+            _recovered_result(finished[p["id"]], p["id"])
+            if p["id"] in finished
+            else unanswered_result(p, repair_content(live))
             for p in pending
         ]
+        log.warning(
+            "dangling_tool_calls_answered",
+            run_id=str(claimed.run_id),
+            recovered=sum(p["id"] in finished for p in pending),
+            unknown=sum(p["id"] not in finished for p in pending),
+        )
         # Full history first (idempotent on the ids), then the model view.
         async with self.sessions() as session, session.begin():
             await MessageRepository(session).append(
@@ -782,7 +792,7 @@ class RunWorker:
             ]
             return NewMessage(
                 role="assistant",
-                content=_storable(message_text(m)),
+                content=storable_text(message_text(m)),
                 lc_id=m.id,
                 tool_calls=_json_safe(calls) or None,
                 run_id=run_id,
@@ -790,7 +800,7 @@ class RunWorker:
         assert isinstance(m, ToolMessage)
         return NewMessage(
             role="tool",
-            content=_storable(message_text(m)),
+            content=storable_text(message_text(m)),
             lc_id=m.id,
             tool_call_id=m.tool_call_id,
             tool_name=m.name,

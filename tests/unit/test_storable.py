@@ -54,7 +54,9 @@ async def test_workdir_stores_a_cut_emoji_as_replacement_character(
 
 
 def _ai(*ids: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"id": i, "name": "query_kb", "args": {}} for i in ids])
+    return AIMessage(
+        content="", tool_calls=[{"id": i, "name": "query_kb", "args": {}} for i in ids]
+    )
 
 
 def test_answer_tool_calls_adds_a_result_for_each_unanswered_call_only() -> None:

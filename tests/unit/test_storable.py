@@ -7,11 +7,18 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
+from app.agents.extractive import ExtractiveSummarizer
+from app.agents.graph import build_agent_runtime
 from app.agents.middlewares.boundary import RESULT_UNKNOWN, answer_tool_calls
+from app.agents.middlewares.summary import ContextCompressor
+from app.agents.models import build_chat_model
 from app.agents.storable import storable_message, storable_text, storable_value
-from app.agents.workdir import open_workdir
+from app.agents.workdir import Workdir, open_workdir
+from app.config import load_settings
 from tests.conftest import make_settings
+from tests.support.openai_server import OpenAICompatibleServer
 
 CUT = "\ud83d"  # the high half of an emoji, as json.loads returns '"\\ud83d"'
 
@@ -84,3 +91,38 @@ def test_answer_tool_calls_adds_a_result_for_each_unanswered_call_only() -> None
     ]
     assert [m.tool_call_id for m in fixed if isinstance(m, ToolMessage)] == ["a", "b", "c"]
     assert fixed[3].content == RESULT_UNKNOWN and "may have run" in RESULT_UNKNOWN
+
+
+async def test_the_agent_never_sends_a_tool_call_without_its_result(tmp_path: Path) -> None:
+    """Whatever the state holds, the request leaves with every call answered (the local
+    provider, like a real one, answers 400 otherwise); the reply is storable in the state."""
+    with OpenAICompatibleServer() as llm:
+        rt = build_agent_runtime(
+            model=build_chat_model(load_settings({}, llm_base_url=llm.base_url, llm_api_key="k")),
+            tools=[],
+            compressor=ContextCompressor(
+                summarizer=ExtractiveSummarizer(), workdir=Workdir(tmp_path)
+            ),
+            system_prompt="You answer.",
+            checkpointer=InMemorySaver(),
+        )
+        cfg = rt.config_for("t1")
+        dangling = [HumanMessage("q", id="h1"), _ai("call_lost")]
+        await rt.graph.aupdate_state(cfg, {"messages": dangling}, as_node="model")
+        llm.enqueue_text(f"answer {CUT}")
+        await rt.graph.ainvoke({"messages": [HumanMessage("again?", id="h2")]}, cfg)
+        [request] = llm.requests
+        assert [m["role"] for m in request["messages"]] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "user",
+        ]
+        assert request["messages"][3] == {
+            "role": "tool",
+            "content": RESULT_UNKNOWN,
+            "tool_call_id": "call_lost",
+        }
+        state = await rt.graph.aget_state(cfg)
+        assert state.values["messages"][-1].content == "answer \ufffd"

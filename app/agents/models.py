@@ -17,6 +17,7 @@ from langgraph.constants import TAG_NOSTREAM
 
 from app.agents.extractive import ExtractiveChatModel, ExtractiveSummarizer
 from app.agents.messages import message_text
+from app.agents.storable import storable_text
 from app.agents.tokens import count_tokens, get_encoding, truncate_to_tokens
 from app.config import Settings
 
@@ -222,7 +223,8 @@ class LLMSummarizer:
             if self.timeout_seconds
             else await call
         )
-        text = message_text(result).strip()
+        # Provider text: the summary goes into the checkpoint and the compression events.
+        text = storable_text(message_text(result)).strip()
         if not text:
             raise SummarizerError("the summarizer model returned an empty summary")
         # Providers may ignore max_tokens (or count differently); the bound is ours to keep.

@@ -23,6 +23,9 @@ REPLACEMENT = "\ufffd"
 
 #: Message fields that carry provider or tool text (``response_metadata`` too: it may echo it).
 _TEXT_FIELDS = (
+    "id",
+    "name",
+    "tool_call_id",
     "content",
     "tool_calls",
     "invalid_tool_calls",

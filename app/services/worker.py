@@ -88,6 +88,11 @@ def _json_safe(value: Any) -> Any:
     return storable_value(json.loads(json.dumps(value, default=str)))
 
 
+def _storable_id(value: str | None) -> str | None:
+    """Ids and names come from the provider too (a tool call's id, a completion id)."""
+    return None if value is None else storable_text(value)
+
+
 def repair_content(live: Any) -> str:
     """Why a dangling tool call has no result: it waited for approval when its run was
     cancelled (the tool never ran), or its run ended with the tool running or done but its
@@ -793,7 +798,7 @@ class RunWorker:
             return NewMessage(
                 role="assistant",
                 content=storable_text(message_text(m)),
-                lc_id=m.id,
+                lc_id=_storable_id(m.id),
                 tool_calls=_json_safe(calls) or None,
                 run_id=run_id,
             )
@@ -801,9 +806,9 @@ class RunWorker:
         return NewMessage(
             role="tool",
             content=storable_text(message_text(m)),
-            lc_id=m.id,
-            tool_call_id=m.tool_call_id,
-            tool_name=m.name,
+            lc_id=_storable_id(m.id),
+            tool_call_id=storable_text(m.tool_call_id),
+            tool_name=_storable_id(m.name),
             run_id=run_id,
         )
 

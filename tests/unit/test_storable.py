@@ -13,7 +13,7 @@ from app.agents.extractive import ExtractiveSummarizer
 from app.agents.graph import build_agent_runtime
 from app.agents.middlewares.boundary import RESULT_UNKNOWN, answer_tool_calls
 from app.agents.middlewares.summary import ContextCompressor
-from app.agents.models import build_chat_model
+from app.agents.models import LLMSummarizer, build_chat_model
 from app.agents.storable import storable_message, storable_text, storable_value
 from app.agents.workdir import Workdir, open_workdir
 from app.config import load_settings
@@ -126,3 +126,14 @@ async def test_the_agent_never_sends_a_tool_call_without_its_result(tmp_path: Pa
         }
         state = await rt.graph.aget_state(cfg)
         assert state.values["messages"][-1].content == "answer \ufffd"
+
+
+async def test_a_summary_from_the_provider_is_storable() -> None:
+    """The summary goes into the checkpoint (which would silently make it "?") and events."""
+    with OpenAICompatibleServer() as llm:
+        chat = build_chat_model(load_settings({}, llm_base_url=llm.base_url, llm_api_key="k"))
+        llm.enqueue_text(f"The user asked about leases {CUT}")
+        summary = await LLMSummarizer(chat).asummarize(
+            [HumanMessage("leases?"), AIMessage("30 s")], previous_summary=None, max_tokens=200
+        )
+        assert summary == "The user asked about leases \ufffd"

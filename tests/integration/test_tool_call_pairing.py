@@ -53,12 +53,35 @@ def assert_every_call_answered(llm: OpenAICompatibleServer) -> None:
         assert unanswered_tool_calls(request["messages"]) == [], request["messages"]
 
 
+async def kill_the_blocked_message_insert(url: str, tid: str, release: Any) -> None:
+    """``release()`` lets the run produce its next step; the worker's insert of that step's
+    message is made to wait (a table lock) until the step's writes are saved, then its
+    connection is terminated: the step's checkpoint is never written by that attempt."""
+    writes = "SELECT count(*) FROM checkpoint_writes WHERE thread_id = %s"
+    before = await asyncio.to_thread(_scalar, url, writes, tid)
+    blocker = await asyncio.to_thread(psycopg.connect, libpq_url(url))
+    try:
+        # SHARE conflicts with an INSERT: the worker storing the step's message waits there.
+        blocker.execute("LOCK TABLE messages IN SHARE MODE")
+        release()
+        pid = await _until(
+            url,
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO messages%%'",
+        )
+        await _until(url, f"SELECT 1 WHERE ({writes}) > %s", tid, before)
+        await asyncio.to_thread(_scalar, url, "SELECT pg_terminate_backend(%s)", pid)
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+
 async def test_connection_lost_storing_a_tool_call_reply_goes_on_with_the_tools_step(
     app_factory: AppFactory, clean_db: str
 ) -> None:
-    """The model answered with a tool call; its step's writes were saved, but the worker's
-    connection died while storing the reply, before the step's checkpoint. The retry used to
-    restart the graph on the "live" state and call the model with the tool call alone."""
+    """The model answered with a tool call; the worker's connection died while it stored the
+    reply. The retry used to restart the graph on the "live" state: the model was asked again
+    without the tools step (the history kept a call never answered)."""
     with OpenAICompatibleServer() as llm:
         async with app_factory(llm_base_url=llm.base_url, llm_api_key="k") as h:
             await add_doc(h)
@@ -70,30 +93,7 @@ async def test_connection_lost_storing_a_tool_call_reply_goes_on_with_the_tools_
                 f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
             )
             assert await asyncio.to_thread(llm.wait_for_requests, 1, HANG_GUARD)
-            writes = "SELECT count(*) FROM checkpoint_writes WHERE thread_id = %s"
-            before = await asyncio.to_thread(_scalar, clean_db, writes, tid)
-            blocker = await asyncio.to_thread(psycopg.connect, libpq_url(clean_db))
-            try:
-                # SHARE conflicts with an INSERT: the worker storing the reply waits right there.
-                blocker.execute("LOCK TABLE messages IN SHARE MODE")
-                llm.release()
-                pid = await _until(
-                    clean_db,
-                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO messages%%'",
-                )
-                # The model step's writes are saved (its checkpoint is not, while we wait).
-                await _until(
-                    clean_db,
-                    "SELECT 1 WHERE (SELECT count(*) FROM checkpoint_writes "
-                    "WHERE thread_id = %s) > %s",
-                    tid,
-                    before,
-                )
-                await asyncio.to_thread(_scalar, clean_db, "SELECT pg_terminate_backend(%s)", pid)
-            finally:
-                blocker.rollback()
-                blocker.close()
+            await kill_the_blocked_message_insert(clean_db, tid, llm.release)
 
             run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=HANG_GUARD)
             assert run["status"] == "completed", (run["error_code"], run["error"])
@@ -105,6 +105,36 @@ async def test_connection_lost_storing_a_tool_call_reply_goes_on_with_the_tools_
             history = await messages(h, tid)
             assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
             assert history[-1]["content"] == "Leases expire without heartbeats."
+
+
+async def test_connection_lost_storing_a_tool_result_goes_on_without_rerunning_the_tool(
+    app_factory: AppFactory, clean_db: str, hanging_search: HangingSearch
+) -> None:
+    """The tool finished; the worker's connection died while it stored the result. The retry
+    used to restart the graph on the "live" state and send the call without its result (a
+    provider's 400); the result must be used as saved, stored once, the tool not run again."""
+    with OpenAICompatibleServer() as llm:
+        async with app_factory(
+            llm_base_url=llm.base_url, llm_api_key="k", web_search_url=hanging_search.url
+        ) as h:
+            llm.enqueue_tool_call("web_search", {"query": "lease"})
+            llm.enqueue_text("Nothing found.")
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
+            )
+            async with asyncio.timeout(HANG_GUARD):
+                while hanging_search.calls == 0:  # noqa: ASYNC110 - the tool is running
+                    await asyncio.sleep(0.05)
+            await kill_the_blocked_message_insert(clean_db, tid, hanging_search.gate.set)
+
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=HANG_GUARD)
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+            assert_every_call_answered(llm)
+            assert hanging_search.calls == 1 and len(llm.requests) == 2
+            history = await messages(h, tid)
+            assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+            assert history[2]["content"] == llm.requests[1]["messages"][-1]["content"]
 
 
 class HangingSearch(LoopbackServer):

@@ -18,8 +18,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agents.graph import AgentRuntime, build_agent_runtime
-from app.agents.middlewares.summary import ContextCompressor, Summarizer
-from app.agents.models import build_chat_model, build_summarizer
+from app.agents.middlewares.summary import ContextCompressor
+from app.agents.models import build_chat_model
+from app.agents.summarizers import Summarizer, build_summarizer
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir, open_workdir
 from app.config import Settings
@@ -138,9 +139,10 @@ async def build_container(
     workdir = open_workdir(settings)
     summarizer = summarizer or build_summarizer(settings)
     compressor = ContextCompressor.from_settings(settings, summarizer=summarizer, workdir=workdir)
+    kb = KnowledgeBaseService(sessions)
     agent = build_agent_runtime(
         model=model or build_chat_model(settings),
-        tools=build_tools(settings, sessions, workdir),
+        tools=build_tools(settings, kb.search, workdir),
         compressor=compressor,
         system_prompt=settings.system_prompt,
         checkpointer=checkpointer,
@@ -178,7 +180,7 @@ async def build_container(
             notifier=notifier,
             tools=agent.tools,
         ),
-        kb=KnowledgeBaseService(sessions),
+        kb=kb,
         agent_state=AgentStateService(sessions, agent),
         compression=ContextCompressionService(sessions, agent, settings.lock_timeout_ms),
         workdir_files=WorkdirFileService(sessions, workdir),

@@ -53,7 +53,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from app.agents.middlewares.summary import ContextCompressor, deterministic_pass
+from app.agents.middlewares.summary import ContextCompressor
+from app.agents.offload import deterministic_pass
 from app.agents.recall import search_workdir
 from app.agents.tokens import TokenCounter, get_encoding
 from app.agents.workdir import INDEX_PATH, Workdir

@@ -1,10 +1,10 @@
-"""The offline, deterministic default model and summarizer.
+"""The offline, deterministic default chat model.
 
-Why: Threadkeeper must run (and be tested end to end) with no LLM endpoint. These classes do not
-pretend to be language models: they *extract*. The chat model asks ``query_kb`` for every user
-turn and answers with the most relevant sentences of the results, citing ``[kb:<id>]``; the
-summarizer keeps the first sentence of each turn, the tool calls made and every id / URL cited.
-Same input, same output, always.
+Why: Threadkeeper must run (and be tested end to end) with no LLM endpoint. This model does not
+pretend to be a language model: it *extracts*. It asks ``query_kb`` for every user turn and
+answers with the most relevant sentences of the results, citing ``[kb:<id>]``. Same input, same
+output, always. Its summarizing counterpart is ``ExtractiveSummarizer``
+(``app.agents.summarizers``).
 """
 
 from __future__ import annotations
@@ -36,22 +36,16 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from app.agents.extracts import dedupe, first_sentence, preview_ids, sentences, short
 from app.agents.messages import marker, message_text, offload_info
-from app.agents.previews import preview_result_ids
+from app.agents.retrieval import read_results
 from app.agents.terms import terms as _terms
-from app.agents.tokens import count_tokens, truncate_to_tokens
+from app.agents.tokens import count_tokens
+from app.agents.tool_names import QUERY_KB, SEARCH_WORKDIR
 
-__all__ = [
-    "KB_TOOL_NAME",
-    "ExtractiveChatModel",
-    "ExtractiveSummarizer",
-]
+__all__ = ["ExtractiveChatModel"]
 
-KB_TOOL_NAME = "query_kb"
-#: Full-text search over the thread's offloaded originals (app.agents.tools).
-SEARCH_TOOL_NAME = "search_workdir"
 MODEL_NAME = "extractive"
-_MAX_SENTENCE_CHARS = 400
 
 
 def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
@@ -64,49 +58,6 @@ def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
     return total
 
 
-# --------------------------------------------------------------------------- text helpers
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+")
-_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
-_KB_CITE = re.compile(r"\[kb:([^\]\s]+)\]")
-
-
-def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    for raw in _SENTENCE_SPLIT.split(text):
-        sentence = " ".join(raw.split())
-        if not sentence:
-            continue
-        if len(sentence) > _MAX_SENTENCE_CHARS:
-            sentence = sentence[: _MAX_SENTENCE_CHARS - 1].rstrip() + "…"
-        out.append(sentence)
-    return out
-
-
-def _first_sentence(text: str) -> str:
-    sentences = _sentences(text)
-    return sentences[0] if sentences else ""
-
-
-def _urls(text: str) -> list[str]:
-    return [url.rstrip(".,;:!?") for url in _URL.findall(text)]
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _dedupe(items: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for item in items:
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
-
-
 # --------------------------------------------------------------------------- kb results
 @dataclass(frozen=True)
 class _Result:
@@ -117,46 +68,23 @@ class _Result:
     url: str = ""
 
 
-def _as_result(item: Any) -> _Result | None:
-    """Read our own ``query_kb`` rows, Milvus/Dify-style chunks and Tavily-style results."""
-    if isinstance(item, str):
-        return _Result(ident=None, content=item, score=0.0)
-    if not isinstance(item, dict):
-        return None
-    raw_metadata = item.get("metadata")
-    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
-    ident = item.get("id", item.get("chunk_id", metadata.get("chunk_id")))
-    content = item.get("content") or item.get("text") or item.get("preview") or ""
-    if not isinstance(content, str):
-        content = json.dumps(content, ensure_ascii=False)
-    score: Any = item.get("score", item.get("rerank_score", 0.0))
-    try:
-        score_value = float(score)
-    except (TypeError, ValueError):
-        score_value = 0.0
-    return _Result(
-        ident=None if ident is None else str(ident),
-        content=content,
-        score=score_value,
-        title=str(item.get("title") or ""),
-        url=str(item.get("url") or ""),
-    )
-
-
 def _parse_results(content: str) -> list[_Result] | None:
-    """Results of a JSON tool output; None when the content is not JSON (e.g. a preview)."""
-    try:
-        data = json.loads(content)
-    except (TypeError, ValueError):
+    """The results of a tool output, read by the one retrieval reader (our own ``query_kb``
+    rows, Milvus/Dify-style chunks, Tavily-style results); None when the content is not a
+    result list (e.g. a preview)."""
+    parsed = read_results(content)
+    if parsed is None:
         return None
-    items: Any
-    if isinstance(data, list):
-        items = data
-    elif isinstance(data, dict) and isinstance(data.get("results"), list):
-        items = data["results"]
-    else:
-        return None
-    return [r for r in (_as_result(item) for item in items) if r is not None]
+    return [
+        _Result(
+            ident=item.ident,
+            content=item.text,
+            score=item.relevance or 0.0,
+            title=item.title or "",
+            url=item.url or "",
+        )
+        for item in parsed.items
+    ]
 
 
 @dataclass(frozen=True)
@@ -178,7 +106,7 @@ def _best_sentences(results: Sequence[_Result], question: str, limit: int) -> li
     candidates: list[_Candidate] = []
     order = 0
     for result in results:
-        for sentence in _sentences(result.content):
+        for sentence in sentences(result.content):
             overlap = len(_terms(sentence) & q_terms)
             candidates.append(_Candidate(sentence, overlap, result.score, order, result.ident))
             order += 1
@@ -214,18 +142,6 @@ def _kb_answers(message: ToolMessage, question: str) -> bool:
     return any(c.overlap > 0 for c in _best_sentences(results, question, 1))
 
 
-_PREVIEW_ID = re.compile(r"""(?:\bid|"id")\s*[:=]\s*"?([A-Za-z0-9][A-Za-z0-9_.:\-]*)""")
-
-
-def _preview_ids(content: str) -> list[str]:
-    """Result ids a preview names: the ``id`` column of a structured preview (ids are named
-    once in its legend line, not per result), else ``id=`` / ``"id":`` pairs in the text."""
-    column = preview_result_ids(content)
-    if column is not None:
-        return column
-    return _PREVIEW_ID.findall(content)
-
-
 # --------------------------------------------------------------------------- the chat model
 def _tool_names(kwargs: dict[str, Any]) -> list[str]:
     names: list[str] = []
@@ -259,7 +175,7 @@ class ExtractiveChatModel(BaseChatModel):
 
     model_name: str = MODEL_NAME
     max_answer_sentences: int = 3
-    kb_tool_name: str = KB_TOOL_NAME
+    kb_tool_name: str = QUERY_KB
 
     @property
     def _llm_type(self) -> str:
@@ -303,20 +219,20 @@ class ExtractiveChatModel(BaseChatModel):
             if tool_name == self.kb_tool_name:
                 question = self._question(messages, last)
                 can_search = (
-                    SEARCH_TOOL_NAME in tool_names
+                    SEARCH_WORKDIR in tool_names
                     and tool_choice != "none"
                     and _holds_offloads(messages)
                 )
                 if can_search and not _kb_answers(last, question):
                     call = {
-                        "name": SEARCH_TOOL_NAME,
+                        "name": SEARCH_WORKDIR,
                         "args": {"query": self._question(messages, None), "limit": 3},
                         "id": _call_id(f"search\x00{question}", len(messages)),
                         "type": "tool_call",
                     }
                     return self._message("", [call], messages)
                 return self._message(self._answer_from_kb(last, messages), [], messages)
-            if tool_name == SEARCH_TOOL_NAME:
+            if tool_name == SEARCH_WORKDIR:
                 return self._message(self._answer_from_search(last, messages), [], messages)
             return self._message(self._answer_from_tool(last, messages), [], messages)
         return self._message(self._answer_from_conversation(messages), [], messages)
@@ -374,14 +290,14 @@ class ExtractiveChatModel(BaseChatModel):
         question = self._question(messages, message)
         content = message_text(message)
         if message.status == "error":
-            reason = _first_sentence(content) or "unknown error"
+            reason = first_sentence(content) or "unknown error"
             return f"The knowledge base lookup failed: {reason}"
         results = _parse_results(content)
         if results is None:
             return self._answer_from_preview(content, question)
         results = [r for r in results if r.content.strip()]
         if not results:
-            return f'I found nothing relevant in the knowledge base for "{_short(question)}".'
+            return f'I found nothing relevant in the knowledge base for "{short(question)}".'
         picked = _best_sentences(results, question, self.max_answer_sentences)
         cited = " ".join(f"{c.sentence} [kb:{c.ident}]" if c.ident else c.sentence for c in picked)
         return f"From the knowledge base: {cited}"
@@ -411,7 +327,7 @@ class ExtractiveChatModel(BaseChatModel):
         if not picked:
             return (
                 "I found nothing relevant in the knowledge base or in this thread's earlier "
-                f'tool results for "{_short(question)}".'
+                f'tool results for "{short(question)}".'
             )
         cited = " ".join(f"{c.sentence} {where[c.ident or '']}" for c in picked)
         return f"From this thread's earlier tool results: {cited}"
@@ -420,9 +336,9 @@ class ExtractiveChatModel(BaseChatModel):
         """A shortened (offloaded) or non-JSON result: quote it and name the ids it mentions."""
         picked = _best_sentences([_Result(None, content, 0.0)], question, self.max_answer_sentences)
         if not picked:
-            return f'I found nothing relevant in the knowledge base for "{_short(question)}".'
+            return f'I found nothing relevant in the knowledge base for "{short(question)}".'
         text = " ".join(c.sentence for c in picked)
-        ids = _dedupe(_preview_ids(content))[:10]
+        ids = dedupe(preview_ids(content))[:10]
         refs = f" (results: {', '.join(f'[kb:{i}]' for i in ids)})" if ids else ""
         return f"From a preview of the knowledge base results: {text}{refs}"
 
@@ -459,7 +375,7 @@ class ExtractiveChatModel(BaseChatModel):
         if not picked:
             return (
                 "I have no knowledge base results for this and nothing earlier in the "
-                f'conversation matches "{_short(question)}".'
+                f'conversation matches "{short(question)}".'
             )
         return "From earlier in this conversation: " + " ".join(c.sentence for c in picked)
 
@@ -534,142 +450,3 @@ class ExtractiveChatModel(BaseChatModel):
             if run_manager is not None:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
-
-
-# --------------------------------------------------------------------------- the summarizer
-_REF_KEYS = ("id", "doc_id", "chunk_id", "file_id")
-_REFS_PREFIX = "References cited: "
-#: Header lines (ours or the middleware's) dropped when a previous summary is folded in.
-_HEADER_LINE = re.compile(r"^Summary of (?:the )?earlier conversation\b.*:$", re.IGNORECASE)
-_REF_TEXT = re.compile(r"\b(?:kb|doc_id|chunk_id|file_id):[^\s,\])]+|https?://[^\s,\"'<>)\]]+")
-
-
-def _collect_refs(value: Any, tool: str, out: list[str]) -> None:
-    """Ids and URLs found anywhere in a parsed tool result, in document order."""
-    if isinstance(value, dict):
-        metadata = value.get("metadata")
-        for key in _REF_KEYS:
-            ident = value.get(key)
-            if ident is None and isinstance(metadata, dict):
-                ident = metadata.get(key)
-            if isinstance(ident, (str, int)) and str(ident):
-                prefix = "kb" if (tool == KB_TOOL_NAME and key == "id") else key
-                out.append(f"{prefix}:{ident}")
-        for child in value.values():
-            _collect_refs(child, tool, out)
-    elif isinstance(value, list):
-        for child in value:
-            _collect_refs(child, tool, out)
-    elif isinstance(value, str):
-        out.extend(_urls(value))
-
-
-def _tool_result_refs(message: ToolMessage, tool: str) -> list[str]:
-    content = message_text(message)
-    refs: list[str] = []
-    try:
-        _collect_refs(json.loads(content), tool, refs)
-    except (TypeError, ValueError):
-        refs.extend(f"kb:{i}" for i in _preview_ids(content) if tool == KB_TOOL_NAME)
-        refs.extend(_urls(content))
-    return refs
-
-
-class ExtractiveSummarizer:
-    """Deterministic summary: first sentences of turns, tool calls made, ids/URLs cited.
-
-    Bounded by ``max_tokens``: the (bounded) previous summary and the references come first,
-    then the first user turn (the goal) and as many of the most recent lines as fit; older
-    lines are dropped with a marker. References of a previous summary are carried over.
-    """
-
-    #: First line of the summary; empty by default because the summary middleware wraps the text
-    #: in its own header.
-    header: str = ""
-    #: Share of ``max_tokens`` a folded-in previous summary may use.
-    previous_share: float = 0.4
-
-    async def asummarize(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        previous_summary: str | None,
-        max_tokens: int,
-    ) -> str:
-        return self.summarize(messages, previous_summary=previous_summary, max_tokens=max_tokens)
-
-    def summarize(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        previous_summary: str | None,
-        max_tokens: int,
-    ) -> str:
-        lines, refs = self._lines(messages)
-        head = [self.header] if self.header else []
-        if previous_summary and previous_summary.strip():
-            # Old references survive even when the folded text itself gets cut.
-            carried = [r.rstrip(".,;:!?") for r in _REF_TEXT.findall(previous_summary)]
-            refs = _dedupe([*carried, *refs])
-            kept_lines = [
-                line
-                for line in previous_summary.splitlines()
-                if not _HEADER_LINE.match(line.strip()) and not line.startswith(_REFS_PREFIX)
-            ]
-            folded = " ".join(" ".join(kept_lines).split())
-            if folded:
-                budget = max(1, int(max_tokens * self.previous_share))
-                head.append("Earlier: " + truncate_to_tokens(folded, budget))
-        if refs:
-            head.append(_REFS_PREFIX + ", ".join(refs))
-        return self._fit(head, lines, max_tokens)
-
-    @staticmethod
-    def _lines(messages: Sequence[BaseMessage]) -> tuple[list[str], list[str]]:
-        lines: list[str] = []
-        refs: list[str] = []
-        call_names: dict[str, str] = {}
-        for message in messages:
-            text = message_text(message)
-            if isinstance(message, HumanMessage):
-                sentence = _first_sentence(text)
-                if sentence:
-                    lines.append(f"- User: {sentence}")
-            elif isinstance(message, AIMessage):
-                sentence = _first_sentence(text)
-                if sentence:
-                    lines.append(f"- Assistant: {sentence}")
-                refs.extend(f"kb:{i}" for i in _KB_CITE.findall(text))
-                refs.extend(_urls(text))
-                for call in message.tool_calls:
-                    if call.get("id"):
-                        call_names[str(call["id"])] = call["name"]
-                    args = ", ".join(f"{k}={_short(v)}" for k, v in list(call["args"].items())[:4])
-                    lines.append(f"- Tool call: {call['name']}({args})")
-            elif isinstance(message, ToolMessage):
-                tool = message.name or call_names.get(message.tool_call_id, "")
-                refs.extend(_tool_result_refs(message, tool))
-            elif isinstance(message, SystemMessage):
-                continue
-        return lines, _dedupe(refs)
-
-    @staticmethod
-    def _fit(head: list[str], lines: list[str], max_tokens: int) -> str:
-        def render(body: list[str]) -> str:
-            return "\n".join([*head, *body])
-
-        text = render(lines)
-        if count_tokens(text) <= max_tokens:
-            return text
-        # Keep the first user line (the goal) and the most recent lines that fit.
-        first, rest = (lines[:1], lines[1:]) if lines else ([], [])
-        kept: list[str] = []
-        for line in reversed(rest):
-            dropped = len(rest) - len(kept) - 1
-            candidate = [*first, f"- ({dropped} earlier lines omitted)", line, *kept]
-            if count_tokens(render(candidate)) > max_tokens:
-                break
-            kept.insert(0, line)
-        omitted = len(rest) - len(kept)
-        body = [*first, *([f"- ({omitted} earlier lines omitted)"] if omitted else []), *kept]
-        return truncate_to_tokens(render(body), max_tokens)

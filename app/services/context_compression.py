@@ -20,17 +20,13 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.graph import AgentRuntime
-from app.agents.middlewares import summary as summary_mw
+from app.agents.outcome import record_outcome
+from app.agents.summarizers import SummaryError
+from app.errors import NothingToCompress, WorkdirUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.services.agent_state import busy_reason
-from app.services.errors import (
-    CompressionFailed,
-    NothingToCompress,
-    NotSupported,
-    ThreadBusy,
-    WorkdirUnavailable,
-)
+from app.services.errors import CompressionFailed, NotSupported, ThreadBusy
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +71,7 @@ class ContextCompressionService:
                     reason="manual",
                     require_offload=True,
                 )
-            except summary_mw.WorkdirUnavailable as exc:
+            except WorkdirUnavailable as exc:
                 # Not "history too short": there was work to do and the Workdir refused it.
                 log.warning(
                     "manual_compression_workdir_unavailable",
@@ -83,10 +79,8 @@ class ContextCompressionService:
                     reason=exc.reason,
                     failed=exc.failed,
                 )
-                raise WorkdirUnavailable(str(exc)) from exc
-            except summary_mw.NothingToCompress as exc:
-                raise NothingToCompress(str(exc)) from exc
-            except summary_mw.SummaryError as exc:
+                raise
+            except SummaryError as exc:
                 log.warning("manual_compression_failed", thread_id=str(thread_id), error=str(exc))
                 raise CompressionFailed(f"{exc}; nothing was written") from exc
             # The checkpoint goes through another connection: re-take the row lock (immediate
@@ -100,7 +94,7 @@ class ContextCompressionService:
             await self.state.prune_history(thread_id)
         except Exception as exc:  # pruning is housekeeping; the compression itself succeeded
             log.warning("checkpoint_prune_failed", thread_id=str(thread_id), error=repr(exc))
-        summary_mw.record_outcome("manual", outcome)
+        record_outcome("manual", outcome)
         log.info(
             "manual_compression",
             thread_id=str(thread_id),

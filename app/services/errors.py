@@ -1,15 +1,11 @@
-"""Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP."""
+"""Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP.
+
+The base class and the errors the agent core raises live in ``app/errors.py``.
+"""
 
 from __future__ import annotations
 
-
-class DomainError(Exception):
-    code: str = "error"
-    status_code: int = 400
-
-    def __init__(self, detail: str = "") -> None:
-        super().__init__(detail or self.code)
-        self.detail = detail or self.code
+from app.errors import DomainError
 
 
 class NotFound(DomainError):
@@ -22,11 +18,6 @@ class ThreadBusy(DomainError):
 
     code = "thread_busy"
     status_code = 409
-
-
-class NothingToCompress(DomainError):
-    code = "nothing_to_compress"
-    status_code = 422
 
 
 class InvalidState(DomainError):
@@ -77,13 +68,6 @@ class CompressionFailed(DomainError):
 
     code = "compression_failed"
     status_code = 502
-
-
-class WorkdirUnavailable(DomainError):
-    """Offloading was needed but the Workdir could not be written (full, read-only, blocked)."""
-
-    code = "workdir_unavailable"
-    status_code = 507
 
 
 class ServiceUnavailable(DomainError):

@@ -1,4 +1,5 @@
-"""Knowledge-base ingestion and search (the same search the query_kb tool runs)."""
+"""Knowledge-base ingestion and search (the same search the query_kb tool runs: the container
+hands ``KnowledgeBaseService.search`` to the agent's tools)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.tools import kb_payload
-from app.repositories.knowledge_base import KnowledgeBaseRepository
+from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
@@ -39,6 +39,26 @@ def split_into_chunks(text: str, max_chars: int) -> list[str]:
     if current:
         chunks.append(current)
     return chunks
+
+
+def kb_payload(query: str, hits: list[KbHit]) -> dict[str, Any]:
+    """The JSON shape of SearchKnowledgeBase and of the query_kb tool's result."""
+    return {
+        "query": query,
+        "count": len(hits),
+        "results": [
+            {
+                "id": str(h.chunk_id),
+                "doc_id": str(h.document_id),
+                "source": h.source,
+                "title": h.title,
+                "url": h.url,
+                "score": h.score,
+                "content": h.content,
+            }
+            for h in hits
+        ],
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +92,7 @@ class KnowledgeBaseService:
         return AddedDocument(id=doc.id, kb=kb, title=title, chunks=len(chunks))
 
     async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> dict[str, Any]:
+        """Best-ranked chunks first, as ``kb_payload`` (no transaction: one read)."""
         async with self.sessions() as session:
             hits = await KnowledgeBaseRepository(session).search(
                 kb=kb, owner_id=owner_id, query=query, limit=limit

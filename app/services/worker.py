@@ -45,8 +45,9 @@ from app.agents.middlewares.boundary import (
     dangling_tool_calls,
     unanswered_result,
 )
-from app.agents.middlewares.summary import is_summary_message
 from app.agents.storable import storable_message, storable_text, storable_value
+from app.agents.summary_messages import is_summary_message
+from app.agents.tokens import run_usage
 from app.config import Settings
 from app.db.errors import is_connection_error
 from app.db.models import RequestStatus, RunStatus
@@ -76,11 +77,6 @@ class ClaimedRun:
     conversation_id: uuid.UUID
     owner_id: str
     graph_input: Any
-
-
-def _usage(message: AIMessage, key: str) -> int:
-    usage: dict[str, Any] = dict(message.usage_metadata or {})
-    return int(usage.get(key, 0) or 0)
 
 
 def _json_safe(value: Any) -> Any:
@@ -763,11 +759,12 @@ class RunWorker:
             # Usage is counted once per AI message actually stored (replays are skipped).
             fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]
             if fresh_ai:
+                usage = run_usage(fresh_ai)
                 await RunRepository(session).add_usage(
                     claimed.run_id,
-                    input_tokens=sum(_usage(m, "input_tokens") for m in fresh_ai),
-                    output_tokens=sum(_usage(m, "output_tokens") for m in fresh_ai),
-                    calls=len(fresh_ai),
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    calls=usage.calls,
                 )
             if stored:
                 await RunEventRepository(session).append_many(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from app.agents.extractive import ExtractiveSummarizer
+from app.agents.summarizers import ExtractiveSummarizer
 from app.services.agent_state import compression_suggested
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.integration.test_agent_runtime import messages, new_thread

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from app.agents.middlewares.boundary import NOT_APPROVED
-from app.agents.middlewares.summary import REQUEST_TOKENS_KEY
+from app.agents.tokens import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.integration.test_agent_runtime import add_doc, messages, new_thread

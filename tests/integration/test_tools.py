@@ -20,6 +20,7 @@ from app.agents.recall import index_fields
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
+from app.services.knowledge_base import KnowledgeBaseService
 from tests.conftest import AUTH, AppFactory, make_settings
 from tests.integration.test_agent_runtime import messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer
@@ -135,7 +136,12 @@ async def test_web_search_searxng_and_tavily(
                 web_search_kind=kind,
                 web_search_api_key="tv-key",
             )
-            tools = {t.name: t for t in build_tools(settings, sessions, Workdir(tmp_path))}
+            tools = {
+                t.name: t
+                for t in build_tools(
+                    settings, KnowledgeBaseService(sessions).search, Workdir(tmp_path)
+                )
+            }
             out = json.loads(
                 await tools["web_search"].ainvoke({"query": "leases", "max_results": 3})
             )
@@ -146,7 +152,10 @@ async def test_web_search_searxng_and_tavily(
         assert backend.calls[1]["method"] == "POST" and backend.calls[1]["auth"] == "Bearer tv-key"
         # Not configured -> the tool does not exist at all.
         plain = make_settings(clean_db, tmp_path)
-        assert "web_search" not in {t.name for t in build_tools(plain, sessions, Workdir(tmp_path))}
+        assert "web_search" not in {
+            t.name
+            for t in build_tools(plain, KnowledgeBaseService(sessions).search, Workdir(tmp_path))
+        }
     finally:
         await engine.dispose()
 
@@ -161,7 +170,9 @@ async def test_read_workdir_file_pages_and_refuses_escapes(clean_db: str, tmp_pa
         tools = {
             t.name: t
             for t in build_tools(
-                make_settings(clean_db, tmp_path), create_session_factory(engine), wd
+                make_settings(clean_db, tmp_path),
+                KnowledgeBaseService(create_session_factory(engine)).search,
+                wd,
             )
         }
         reader = tools["read_workdir_file"]
@@ -282,7 +293,9 @@ async def test_search_workdir_hits_lead_read_workdir_file_to_the_passage(
         tools = {
             t.name: t
             for t in build_tools(
-                make_settings(clean_db, tmp_path), create_session_factory(engine), wd
+                make_settings(clean_db, tmp_path),
+                KnowledgeBaseService(create_session_factory(engine)).search,
+                wd,
             )
         }
         out = json.loads(

@@ -8,9 +8,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.agents.extractive import ExtractiveChatModel, ExtractiveSummarizer
+from app.agents.extractive import ExtractiveChatModel
 from app.agents.graph import build_agent_runtime
 from app.agents.middlewares.summary import ContextCompressor
+from app.agents.summarizers import ExtractiveSummarizer
 from app.agents.workdir import Workdir
 from app.repositories.agent_state import AgentStateRepository, CheckpointerRequired
 

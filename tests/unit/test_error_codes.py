@@ -18,8 +18,8 @@ import app.main  # noqa: F401  (imports every module that defines a DomainError)
 from app.api import errors as api_errors
 from app.api.schemas import ErrorCode
 from app.config import load_settings
+from app.errors import DomainError
 from app.main import create_app
-from app.services.errors import DomainError
 
 
 def _subclasses(cls: type) -> list[type]:

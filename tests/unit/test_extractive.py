@@ -21,12 +21,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
-from app.agents.extractive import (
-    ExtractiveChatModel,
-    ExtractiveSummarizer,
-    count_tokens,
-    truncate_to_tokens,
-)
+from app.agents.extractive import ExtractiveChatModel
+from app.agents.summarizers import ExtractiveSummarizer
+from app.agents.tokens import count_tokens, truncate_to_tokens
 
 DOCS: list[dict[str, Any]] = [
     {

@@ -16,8 +16,14 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.agents.extractive import ExtractiveChatModel, ExtractiveSummarizer
-from app.agents.models import LLMSummarizer, SummarizerError, build_chat_model, build_summarizer
+from app.agents.extractive import ExtractiveChatModel
+from app.agents.models import build_chat_model
+from app.agents.summarizers import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    SummarizerError,
+    build_summarizer,
+)
 from app.agents.tokens import count_tokens
 from app.config import load_settings
 from tests.support.openai_server import OpenAICompatibleServer, count_prompt_tokens

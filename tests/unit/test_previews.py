@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.agents.middlewares.summary import PREVIEW_CHARS_PER_TOKEN, deterministic_pass
+from app.agents.offload import PREVIEW_CHARS_PER_TOKEN, deterministic_pass
 from app.agents.previews import (
     build_preview,
     generic_preview,
@@ -22,10 +22,10 @@ from app.agents.previews import (
     structured_preview,
 )
 from app.agents.tokens import TokenCounter
-from app.agents.tools import kb_payload
 from app.agents.workdir import OffloadRecord, Workdir
 from app.config import Settings
 from app.repositories.knowledge_base import KbHit
+from app.services.knowledge_base import kb_payload
 
 BUDGET = 2400
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from app.agents.middlewares.summary import (
+from app.agents.middlewares.summary import ContextCompressor
+from app.agents.tokens import (
     REQUEST_TOKENS_KEY,
-    ContextCompressor,
+    TokenCounter,
     provider_ratio,
     stamp_request_tokens,
 )
-from app.agents.tokens import TokenCounter
 from app.agents.workdir import Workdir
 
 COUNTER = TokenCounter()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from app.agents.middlewares.summary import deterministic_pass
+from app.agents.offload import deterministic_pass
 from app.agents.recall import index_fields, search_workdir
 from app.agents.tokens import TokenCounter
 from app.agents.workdir import INDEX_PATH, Workdir, WorkdirError

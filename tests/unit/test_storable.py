@@ -9,12 +9,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.agents.extractive import ExtractiveSummarizer
 from app.agents.graph import build_agent_runtime
 from app.agents.middlewares.boundary import RESULT_UNKNOWN, answer_tool_calls
 from app.agents.middlewares.summary import ContextCompressor
-from app.agents.models import LLMSummarizer, build_chat_model
+from app.agents.models import build_chat_model
 from app.agents.storable import storable_message, storable_text, storable_value
+from app.agents.summarizers import ExtractiveSummarizer, LLMSummarizer
 from app.agents.workdir import Workdir, open_workdir
 from app.config import load_settings
 from tests.conftest import make_settings

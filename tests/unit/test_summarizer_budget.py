@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.agents.models import clip_line, transcript_chunks
+from app.agents.summarizers import clip_line, transcript_chunks
 from app.agents.tokens import count_tokens
 
 

@@ -28,27 +28,23 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from app.agents.middlewares.summary import (
-    RESERVED_SEGMENTS,
+from app.agents.cuts import RESERVED_SEGMENTS, SUMMARY_SEGMENTS, plan_summary
+from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
+from app.agents.offload import deterministic_pass
+from app.agents.overflow import is_context_overflow
+from app.agents.summarizers import SummaryError
+from app.agents.summary_messages import (
     SUMMARY_HEADER,
-    SUMMARY_SEGMENTS,
-    ContextCompressor,
-    NothingToCompress,
-    SummaryError,
-    SummaryMiddleware,
-    WorkdirUnavailable,
     build_summary_message,
-    deterministic_pass,
     is_summary_message,
-    plan_summary,
     stacked_summary_text,
     summarized_count,
     summary_head,
     summary_text_of,
 )
-from app.agents.overflow import is_context_overflow
 from app.agents.tokens import TokenCounter
 from app.agents.workdir import INDEX_PATH, Workdir
+from app.errors import NothingToCompress, WorkdirUnavailable
 
 COUNTER = TokenCounter()
 SYSTEM = SystemMessage(content="You are a careful assistant. Cite result ids.")

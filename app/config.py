@@ -45,6 +45,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     http_keep_alive_seconds: float = 5.0
     #: Seconds a connection may take to send a complete request head; slower ones are closed.
     http_header_timeout_seconds: float = 10.0
+    #: Largest request head (request line + headers) in bytes; larger ones get 431 and are closed.
+    http_max_head_bytes: int = 65_536
     log_level: str = "INFO"
     log_json: bool = True
     #: Per-principal token bucket on /v1 (per process: N API processes allow N times this).
@@ -142,6 +144,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             "lock_timeout_ms",
             "http_keep_alive_seconds",
             "http_header_timeout_seconds",
+            "http_max_head_bytes",
             "delta_flush_ms",
             "delta_flush_chars",
         )

@@ -24,6 +24,7 @@ from app.agents.summarizers import Summarizer, build_summarizer
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir, open_workdir
 from app.config import Settings
+from app.db.checkpointer import BoundedPostgresSaver
 from app.db.embedded import start_embedded_postgres
 from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
@@ -70,6 +71,7 @@ class Container:
     worker: RunWorker
     notifier: RunEventNotifier
     _closed: bool = field(default=False)
+    _schema_at_head: bool = field(default=False)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -82,6 +84,13 @@ class Container:
         if applied == heads:
             return None
         return f"schema at {','.join(sorted(applied)) or 'nothing'}, head {','.join(sorted(heads))}"
+
+    async def schema_at_head(self) -> bool:
+        """Whether the schema is at the Alembic head; once it is, remembered (migrations only move
+        it forward while we run), so the check costs one query per request only until then."""
+        if not self._schema_at_head:
+            self._schema_at_head = await self.schema_lag() is None
+        return self._schema_at_head
 
     async def close(self) -> None:
         if self._closed:
@@ -133,7 +142,7 @@ async def build_container(
         open=False,
     )
     await pool.open(wait=True, timeout=30)
-    checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    checkpointer = BoundedPostgresSaver(pool, acquire_timeout=settings.db_pool_timeout_seconds)
     await checkpointer.setup()
 
     workdir = open_workdir(settings)

@@ -4,10 +4,12 @@ uvicorn keeps a connection that never finishes its request head open forever (it
 the keep-alive one, armed after a response), so a slow or stalled client holds a socket and a
 slot indefinitely. ``GuardedHttpToolsProtocol`` arms a header timer when a connection opens and
 whenever a new request starts arriving, and closes the connection with a ``408`` if the head is
-not complete in time. Requests the parser rejects as malformed HTTP get the service's JSON error
-body instead of uvicorn's plain text. It is uvicorn's httptools protocol (llhttp, in C: the h11
-one in pure Python cost about a fifth of PostMessage's CPU). Used by ``python -m app serve``,
-the tests' live server and the intake benchmark, so what is tested and measured is what runs.
+not complete in time. A head larger than ``max_head_bytes`` gets a ``431`` and the connection is
+closed (llhttp itself has no limit: it buffered a 64 MB header line, anonymously). Requests the
+parser rejects as malformed HTTP get the service's JSON error body instead of uvicorn's plain
+text. It is uvicorn's httptools protocol (llhttp, in C: the h11 one in pure Python cost about a
+fifth of PostMessage's CPU). Used by ``python -m app serve``, the tests' live server and the
+intake benchmark, so what is tested and measured is what runs.
 """
 
 from __future__ import annotations
@@ -34,17 +36,42 @@ def _raw_response(status: int, reason: str, code: str, detail: str) -> bytes:
     return head.encode("ascii") + body
 
 
+class RequestHeadTooLarge(Exception):
+    """A complete request head over ``max_head_bytes`` (raised inside llhttp's callback)."""
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a request-head timeout and a JSON 400."""
+    """uvicorn's httptools protocol with a request-head timeout, a head size limit and JSON
+    400/408/431 answers."""
 
     #: Seconds from the first byte of a request (or the connection) to its complete head.
     header_timeout: float = 10.0
+    #: Bytes a request head (request line and headers) may take.
+    max_head_bytes: int = 65_536
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
         #: No complete request head yet for the current request (or none started).
         self._awaiting_head = True
+        #: Bytes received since the last complete head, while not inside a request body.
+        self._head_bytes = 0
+        self._in_body = False
+        self._head_too_large = False
+
+    def data_received(self, data: bytes) -> None:
+        # A head still arriving: counted per read before parsing, so a client can make llhttp
+        # buffer at most the limit plus one read. (A head that completes within a read is
+        # measured in ``on_headers_complete`` instead: completing resets this count.)
+        if not self._in_body:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if not self._in_body and self._head_bytes > self.max_head_bytes:
+            self._refuse_large_head()
+
+    def on_message_complete(self) -> None:
+        self._in_body = False  # what follows is the next request's head
+        super().on_message_complete()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -63,11 +90,40 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
+        self._head_bytes = 0
+        self._in_body = True
         self._disarm_header_timer()
+        head = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if head > self.max_head_bytes:
+            # Raising stops llhttp (nothing more of this connection is parsed) and reaches
+            # uvicorn as a parser error, which calls ``send_400_response``: the 431 is sent there.
+            self._head_too_large = True
+            raise RequestHeadTooLarge(head)
         super().on_headers_complete()
+
+    def _refuse_large_head(self) -> None:
+        self._disarm_header_timer()
+        self._head_bytes = 0
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.write(
+                _raw_response(
+                    431,
+                    "Request Header Fields Too Large",
+                    "request_header_too_large",
+                    f"request head larger than {self.max_head_bytes} bytes",
+                )
+            )
+        # else: a response is still being written on this connection; an error written now
+        # would be spliced into it, so the oversized pipelined request only closes it.
+        self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         """Malformed HTTP (bad request line, header syntax...): our JSON error, then close."""
+        if self._head_too_large:
+            self._refuse_large_head()
+            return
         self._disarm_header_timer()  # uvicorn has already logged ``msg``
         self.transport.write(
             _raw_response(400, "Bad Request", "validation_error", "malformed HTTP request")
@@ -96,11 +152,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
 
 def protocol_class(settings: Settings) -> type[GuardedHttpToolsProtocol]:
-    """``GuardedHttpToolsProtocol`` bound to this deployment's header timeout."""
+    """``GuardedHttpToolsProtocol`` bound to this deployment's header timeout and head limit."""
     return type(
         "GuardedHttpToolsProtocol",
         (GuardedHttpToolsProtocol,),
-        {"header_timeout": settings.http_header_timeout_seconds},
+        {
+            "header_timeout": settings.http_header_timeout_seconds,
+            "max_head_bytes": settings.http_max_head_bytes,
+        },
     )
 
 

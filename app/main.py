@@ -27,7 +27,7 @@ from app.api.controllers.runs import (
     event_payload_schemas,
 )
 from app.api.controllers.threads import ThreadController
-from app.api.errors import EXCEPTION_HANDLERS
+from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
 from app.api.openapi import document_retry_after
@@ -135,7 +135,7 @@ def create_app(
 
     v1 = Router(
         path="/",
-        guards=[api_key_guard, rate_limit_guard],
+        guards=[api_key_guard, rate_limit_guard, migrated_schema_guard],
         route_handlers=[
             ThreadController,
             ThreadRunsController,

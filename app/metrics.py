@@ -1,8 +1,9 @@
 """Prometheus metrics: process counters recorded where things happen, DB gauges read at scrape.
 
 Counters live in prometheus-client's default registry, so each process (API, standalone worker)
-counts what it did itself. Gauges that describe shared state (runs by status, queue depth) are
-read from PostgreSQL when ``/metrics`` is scraped, so every process reports the same truth.
+counts what it did itself. Gauges that describe shared state (active runs by status, queue
+depth) are read from PostgreSQL when ``/metrics`` is scraped, so every process reports the same
+truth; each is served by a partial index, so a scrape never reads the history of finished runs.
 Labels never carry ids, principals or text: cardinality stays fixed.
 """
 
@@ -49,10 +50,24 @@ SUMMARIZER_CALLS = Counter(
     "Summarizer invocations by outcome (ok, error: failed, timed out or empty).",
     ["outcome"],
 )
+RUNS_FINISHED = Counter(
+    "threadkeeper_runs_finished",
+    "Runs this process ended, by final status (completed, failed, cancelled).",
+    ["status"],
+)
+for _status in ("completed", "failed", "cancelled"):
+    RUNS_FINISHED.labels(_status)  # every series exists from the start, at 0
 RATE_LIMITED = Counter(
     "threadkeeper_rate_limited",
     "Requests refused with 429 rate_limited.",
 )
+
+
+def record_run_finished(status: str) -> None:
+    """A run reached a final status (called where that status is written, by whoever writes it:
+    the worker, a lease recovery, CancelRun). ``interrupted`` is not final and not counted."""
+    if status in ("completed", "failed", "cancelled"):
+        RUNS_FINISHED.labels(status).inc()
 
 
 def record_compression(
@@ -74,7 +89,9 @@ class _Snapshot(Collector):
 
     def collect(self) -> Iterable[Metric]:
         runs = GaugeMetricFamily(
-            "threadkeeper_runs", "Runs currently in each status (database).", labels=["status"]
+            "threadkeeper_runs",
+            "Runs currently running or interrupted (database).",
+            labels=["status"],
         )
         for status, count in sorted(self.runs_by_status.items()):
             runs.add_metric([status], count)

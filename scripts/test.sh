@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite. Database: TEST_DATABASE_URL if set, else testcontainers (Docker),
-# else an embedded PostgreSQL. Extra arguments go to pytest.
+# else an embedded PostgreSQL. Extra arguments go to pytest (e.g. -m "not slow" for the inner loop).
+# In parallel: PYTEST_WORKERS pytest-xdist workers (default 2), each with its own database;
+# worksteal, because a handful of process tests take most of the time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -8,4 +10,4 @@ scripts/bootstrap.sh
 scripts/ensure_chromium.sh
 .venv/bin/ruff check app tests benchmarks
 .venv/bin/mypy app
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist worksteal --durations=15 "$@"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ API_KEY = "test-key-alice"
 OTHER_KEY = "test-key-bob"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 OTHER_AUTH = {"Authorization": f"Bearer {OTHER_KEY}"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Apps built by tests point the root logger at pytest's capture stream, which is closed
+    when the session ends; the embedded PostgreSQL logs its shutdown from an atexit handler
+    after that ("--- Logging error ---" four times). Hand the root logger back as we found it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +75,9 @@ def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Setting
         "log_level": "WARNING",
         "worker_poll_seconds": 0.05,
         "heartbeat_seconds": 0.5,
-        "lease_seconds": 5.0,
+        # Long enough that a starved event loop (several suites on 2 shared cores) misses no
+        # heartbeat; tests about lease expiry set their own lease or expire it in SQL.
+        "lease_seconds": 30.0,
         "lock_timeout_ms": 2000,
         "db_pool_size": 10,
         # Tests poll in tight loops; the limiter has its own test.

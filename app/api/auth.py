@@ -12,6 +12,8 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 
+from app.services.errors import ValidationFailed
+
 #: Exactly ``Bearer <token>``: the scheme (case-insensitive, RFC 9110), ONE ASCII space and a
 #: token of visible ASCII. No tabs, no double spaces, no trailing NBSP silently stripped.
 BEARER = re.compile(r"Bearer ([\x21-\x7e]+)", re.ASCII | re.IGNORECASE)
@@ -44,8 +46,13 @@ async def api_key_guard(
         # A CORS preflight carries no credentials by design; it only learns the allowed
         # methods (no handler runs and no data is returned), so it must not be refused.
         return
+    credentials = connection.headers.getall("authorization", [])
+    if len(credentials) > 1:
+        # Not a list-valued field (RFC 9110): a proxy and a client that each added one would
+        # otherwise be decided by header order, which neither of them controls.
+        raise ValidationFailed("send exactly one Authorization header", field="Authorization")
     authority: ApiKeyAuthority = connection.app.state.authority
-    principal = authority.principal_for(connection.headers.get("authorization"))
+    principal = authority.principal_for(credentials[0] if credentials else None)
     if principal is None:
         raise NotAuthorizedException("missing or invalid API key")
     connection.state.principal = principal

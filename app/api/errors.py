@@ -7,12 +7,14 @@ from typing import Any
 
 import structlog
 from litestar import Request, Response
+from litestar.connection import ASGIConnection
 from litestar.exceptions import (
     HTTPException,
     NotAuthorizedException,
     NotFoundException,
     ValidationException,
 )
+from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from sqlalchemy.exc import DBAPIError
@@ -21,7 +23,12 @@ from app.api.schemas import ErrorBody
 from app.db.errors import is_connection_error
 from app.errors import DomainError
 from app.repositories.locking import sqlstate_of
-from app.services.errors import DatabaseUnavailable, ValidationFailed
+from app.services.errors import (
+    DatabaseUnavailable,
+    SchemaNotMigrated,
+    ServiceUnavailable,
+    ValidationFailed,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +76,7 @@ THREAD_BUSY_RETRY_AFTER = {"Retry-After": "1"}
 
 def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, DomainError)
-    if isinstance(exc, DatabaseUnavailable):
+    if isinstance(exc, ServiceUnavailable):
         headers: dict[str, str] | None = {"Retry-After": DATABASE_RETRY_AFTER}
     else:
         headers = THREAD_BUSY_RETRY_AFTER if exc.code == "thread_busy" else None
@@ -84,6 +91,16 @@ def database_unavailable(request: Request[Any, Any, Any], exc: BaseException) ->
     never a 500; the driver's text (host names, ports) stays in the server log."""
     log.warning("database_unavailable", path=request.url.path, error=type(exc).__name__)
     return domain_error_handler(request, DatabaseUnavailable())
+
+
+async def migrated_schema_guard(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
+    """Until the schema is at head every ``/v1`` query would fail on a missing table (a 500 and
+    a traceback per request): answer 503 ``database_not_migrated`` instead, like ``/ready``."""
+    if not await connection.app.state.container.schema_at_head():
+        log.warning("database_not_migrated", path=connection.url.path)
+        raise SchemaNotMigrated()
 
 
 _NAMED_FIELD = re.compile(r"field `([^`]+)`")
@@ -170,20 +187,23 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
 
     400 is always listed: any malformed parameter is answered with our ErrorBody, and without it
     Litestar documents its own (different) validation body instead. 503 too: every route may
-    find the database unreachable.
+    find the database unreachable. And 431: the HTTP server refuses an oversized request head
+    (app/http_server.py) before any route is chosen.
     """
     descriptions = {
-        400: "validation_error: malformed JSON, unknown field, bad value",
+        400: "validation_error: malformed JSON, unknown field, bad value, two Authorization headers",
         401: "unauthorized: missing or wrong API key",
         404: "not_found: no such resource for this principal",
         409: "thread_busy / invalid_state / request_not_queued",
         413: "payload_too_large",
+        431: "request_header_too_large: the request line and headers exceed the server's limit",
         422: "nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)",
         502: "compression_failed: the summarizer failed; nothing was written",
-        503: "database_unavailable: the database cannot be reached right now; retry later",
+        503: "database_unavailable: the database cannot be reached right now; retry later / "
+        "database_not_migrated: the schema is not migrated yet; retry later",
         507: "workdir_unavailable: the Workdir could not be written; nothing was changed",
     }
     return {
         c: ResponseSpec(data_container=ErrorBody, description=descriptions.get(c, "error"))
-        for c in sorted({400, 503, *codes})
+        for c in sorted({400, 431, 503, *codes})
     }

@@ -34,6 +34,8 @@ class ErrorCode(enum.StrEnum):
     INVALID_STATE = "invalid_state"
     REQUEST_NOT_QUEUED = "request_not_queued"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    REQUEST_HEADER_TOO_LARGE = "request_header_too_large"
+    REQUEST_TIMEOUT = "request_timeout"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     UNPROCESSABLE = "unprocessable"
     NOTHING_TO_COMPRESS = "nothing_to_compress"
@@ -44,6 +46,7 @@ class ErrorCode(enum.StrEnum):
     COMPRESSION_FAILED = "compression_failed"
     UNAVAILABLE = "unavailable"
     DATABASE_UNAVAILABLE = "database_unavailable"
+    DATABASE_NOT_MIGRATED = "database_not_migrated"
     WORKDIR_UNAVAILABLE = "workdir_unavailable"
     HTTP_ERROR = "http_error"
 

@@ -61,6 +61,12 @@ class RunStatus(enum.StrEnum):
 ACTIVE_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
 #: Statuses a run never leaves.
 TERMINAL_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+#: ``ACTIVE_RUN_STATUSES`` as the literal SQL of the partial unique index's predicate. A query
+#: that must be served by that index repeats it verbatim: with bound parameters (``IN ($1,
+#: $2)``) the planner cannot prove a generic plan covered by it and scans every finished run.
+ACTIVE_RUN_SQL = "status IN ('running', 'interrupted')"
+#: The predicate of the partial index of queued requests, for the same reason.
+QUEUED_REQUEST_SQL = "status = 'queued'"
 
 
 class Conversation(Base):
@@ -164,7 +170,7 @@ class AgentRunRequest(Base):
             "ix_requests_queued",
             "conversation_id",
             "seq",
-            postgresql_where=text("status = 'queued'"),
+            postgresql_where=text(QUEUED_REQUEST_SQL),
         ),
     )
 
@@ -202,9 +208,14 @@ class AgentRun(Base):
             "uq_agent_runs_one_active_per_thread",
             "conversation_id",
             unique=True,
-            postgresql_where=text("status IN ('running', 'interrupted')"),
+            postgresql_where=text(ACTIVE_RUN_SQL),
         ),
         Index("ix_agent_runs_conversation_created", "conversation_id", "created_at"),
+        # The foreign key's own index: deleting a request (DeleteThread cascades them) makes
+        # PostgreSQL look for runs referencing it, and GetRequest looks its run up by it.
+        Index("ix_agent_runs_request_id", "request_id"),
+        # The run-event prune looks for runs that finished before a cut-off.
+        Index("ix_agent_runs_finished_at", "finished_at"),
     )
 
 

@@ -20,6 +20,7 @@ from app.db.models import (
     RunEvent,
     RunStatus,
 )
+from app.repositories.locking import lock_errors_as_busy
 
 #: LISTEN/NOTIFY channel that wakes event streams (see app/services/run_events.py).
 RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
@@ -212,12 +213,16 @@ class RunRepository:
         )
 
     async def lock(self, run_id: uuid.UUID) -> AgentRun | None:
-        return await self.session.scalar(
-            select(AgentRun)
-            .where(AgentRun.id == run_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
+        """``SELECT ... FOR UPDATE`` the run row. Callers that took the thread lock first run under
+        its ``lock_timeout``: a run row held past it (a worker writing the run's messages) is the
+        same "try again" as a held thread lock, so it becomes ThreadBusy too, not a 500."""
+        async with lock_errors_as_busy("the run is locked by another operation"):
+            return await self.session.scalar(
+                select(AgentRun)
+                .where(AgentRun.id == run_id)
+                .with_for_update()
+                .execution_options(populate_existing=True)
+            )
 
     async def list_for_conversation(
         self, conversation_id: uuid.UUID, *, limit: int = 50

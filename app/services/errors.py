@@ -75,6 +75,20 @@ class ServiceUnavailable(DomainError):
     status_code = 503
 
 
+class SchemaNotMigrated(ServiceUnavailable):
+    """The database answers but its schema is behind the code's (``python -m app migrate`` has
+    not run yet): every query would fail on a missing table or column."""
+
+    code = "database_not_migrated"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            detail
+            or "the database schema is not migrated to this version yet "
+            "(python -m app migrate); retry later"
+        )
+
+
 class DatabaseUnavailable(ServiceUnavailable):
     """The database could not be reached (connection refused, lost, or none free in time)."""
 

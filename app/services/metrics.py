@@ -15,6 +15,6 @@ class MetricsService:
     async def render(self) -> bytes:
         async with self.sessions() as session, session.begin():
             repo = MetricsRepository(session)
-            runs = await repo.runs_by_status()
+            runs = await repo.active_runs_by_status()
             queued = await repo.queued_requests()
         return metrics.render(runs, queued)

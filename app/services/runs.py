@@ -15,6 +15,7 @@ from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import metrics
 from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunEvent, RunStatus
 from app.repositories.conversations import ConversationRepository
 from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
@@ -228,6 +229,7 @@ class RunService:
             resume_payload=None,
             finished_at=func.now(),
         )
+        metrics.record_run_finished(RunStatus.CANCELLED)
         await RunEventRepository(session).append(
             run_id, "status", {"status": "cancelled", "final": True}
         )

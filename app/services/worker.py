@@ -406,6 +406,7 @@ class RunWorker:
                 )
                 log.warning("run_lease_recovered", run_id=str(run.id))
                 metrics.LEASE_RECOVERIES.inc()
+                metrics.record_run_finished(RunStatus.FAILED)
             return len(expired)
 
     # --- execution ----------------------------------------------------------------------------
@@ -851,6 +852,7 @@ class RunWorker:
             else:
                 fields["finished_at"] = func.now()
             await runs.set_fields(claimed.run_id, **fields)
+            metrics.record_run_finished(status)
             await RunEventRepository(session).append(
                 claimed.run_id,
                 "status",
@@ -887,6 +889,7 @@ async def _end_stopped(session: AsyncSession, run_id: uuid.UUID, *, cancelled: b
         error_code=error.code,
         finished_at=func.now(),
     )
+    metrics.record_run_finished(RunStatus.CANCELLED if cancelled else RunStatus.FAILED)
     await RunEventRepository(session).append(
         run_id,
         "status",

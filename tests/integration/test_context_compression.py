@@ -6,94 +6,18 @@ import asyncio
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage
 
-from app.agents.summarizers import ExtractiveSummarizer
 from app.services.agent_state import compression_suggested
-from tests.conftest import AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import messages, new_thread
+from tests.conftest import AUTH, AppFactory
+from tests.support.api import messages, new_thread, run_turns, seed_kb, state
+from tests.support.corpus import BIG
 from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.summarizers import BlockingSummarizer, FailingSummarizer
 
 pytestmark = pytest.mark.integration
-
-BIG_DOC = "\n\n".join(
-    f"Section {i}. The lease of run {i} is renewed by a heartbeat every few seconds; "
-    f"when lease {i} expires the run is failed and its request is documented as dispatched. "
-    + "Filler sentence about leases and heartbeats. "
-    * 12
-    for i in range(40)
-)
-
-
-class BlockingSummarizer:
-    """A real summarizer that waits until the test releases it (to prove lock exclusion)."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.calls = 0
-        self.inner = ExtractiveSummarizer()
-
-    async def asummarize(
-        self, messages: Sequence[BaseMessage], *, previous_summary: str | None, max_tokens: int
-    ) -> str:
-        self.calls += 1
-        self.entered.set()
-        await self.release.wait()
-        return await self.inner.asummarize(
-            messages, previous_summary=previous_summary, max_tokens=max_tokens
-        )
-
-
-class FailingSummarizer:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def asummarize(
-        self, messages: Sequence[BaseMessage], *, previous_summary: str | None, max_tokens: int
-    ) -> str:
-        self.calls += 1
-        raise RuntimeError("summarizer backend exploded: secret-token-123")
-
-
-async def seed_kb(h: AppHarness) -> None:
-    resp = await h.client.post(
-        "/v1/knowledge-bases/default/documents",
-        json={
-            "title": "Leases",
-            "content": BIG_DOC,
-            "source": "leases.md",
-            "url": "https://d/leases",
-        },
-        headers=AUTH,
-    )
-    assert resp.status_code == 201
-
-
-async def run_turns(h: AppHarness, tid: str, texts: list[str]) -> None:
-    done = set(await h.run_ids(tid))
-    for text in texts:
-        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH)
-        run = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude=done)
-        assert run["status"] == "completed", run["error"]
-        done.add(run["id"])
-
-
-async def state(h: AppHarness, tid: str) -> dict[str, Any]:
-    resp = await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)
-    assert resp.status_code == 200, resp.text
-    return resp.json()  # type: ignore[no-any-return]
-
-
-BIG = {
-    "summary_threshold": 1_000_000,
-    "tool_result_preview_tokens": 300,
-    "summary_keep_recent_tokens": 200,
-}
 
 
 async def test_manual_compress_shrinks_view_and_keeps_full_history(
@@ -213,7 +137,7 @@ async def test_summarizer_failure_writes_nothing_and_leaks_nothing(app_factory: 
         snap = await h.container.agent.graph.aget_state(cfg)
         resp = await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
         assert resp.status_code == 502 and resp.json()["error"] == "compression_failed"
-        assert "secret-token-123" not in resp.text
+        assert FailingSummarizer.SECRET not in resp.text
         assert failing.calls == 1
         after = await h.container.agent.graph.aget_state(cfg)
         assert (

@@ -8,7 +8,7 @@ import pytest
 
 from app.api.controllers import runs as runs_controller
 from tests.conftest import AUTH, AppFactory
-from tests.integration.test_agent_runtime import add_doc, new_thread
+from tests.support.api import add_doc, new_thread
 from tests.support.live_server import serve_in_loop
 
 pytestmark = pytest.mark.integration

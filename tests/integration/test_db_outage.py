@@ -17,9 +17,8 @@ import pytest
 
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import messages, new_thread
-from tests.integration.test_context_compression import BIG, run_turns, seed_kb, state
-from tests.integration.test_faults import assert_clean_503
+from tests.support.api import assert_clean_503, messages, new_thread, run_turns, seed_kb, state
+from tests.support.corpus import BIG
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.tcp_proxy import PostgresProxy, postgres_proxy
 

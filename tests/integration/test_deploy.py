@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 import signal
@@ -18,15 +19,34 @@ from app.config import Settings, load_settings
 from app.container import Container, build_container
 from app.db.migrate import upgrade_head
 from app.main import create_app
-from tests.conftest import make_settings
+from tests.conftest import AUTH, AppHarness, make_settings
+from tests.support.api import BODIES, concrete_path, openapi_operations
 from tests.support.database import fresh_database
-from tests.support.processes import ROOT, app_process, free_port, reaped, wait_exit, wait_ready
+from tests.support.processes import (
+    ROOT,
+    app_process,
+    app_run,
+    free_port,
+    reaped,
+    wait_exit,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.integration
 
 COMPOSE = ROOT / "deploy" / "docker-compose.yml"
 #: Packages that exist only for tests and development: none of them may ship in the image.
-DEV_ONLY = ("pytest", "ruff", "mypy", "playwright", "schemathesis", "moto", "testcontainers")
+DEV_ONLY = (
+    "pytest",
+    "pytest-xdist",
+    "execnet",
+    "ruff",
+    "mypy",
+    "playwright",
+    "schemathesis",
+    "moto",
+    "testcontainers",
+)
 
 
 def _lock(path: Path) -> dict[str, str]:
@@ -34,6 +54,7 @@ def _lock(path: Path) -> dict[str, str]:
     return {name.lower(): version for name, version in pins}
 
 
+@pytest.mark.slow  # real validator processes
 def test_compose_file_is_valid_against_the_compose_spec(tmp_path: Path) -> None:
     """check-jsonschema ships the official compose-spec schema (with its license)."""
     check = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
@@ -123,6 +144,49 @@ async def test_ready_is_503_until_the_schema_is_at_head(database_url: str, tmp_p
                 assert after.status_code == 200, after.text
 
 
+async def test_every_v1_route_is_a_clean_503_until_the_schema_is_migrated(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A service started before ``python -m app migrate`` answered 500 with a traceback per
+    request (a missing table); now 503 ``database_not_migrated`` and one log line, like /ready."""
+    with fresh_database(database_url) as empty:
+        settings = make_settings(empty, tmp_path / "wd", log_json=True, log_level="INFO")
+
+        async def container_factory(s: Settings) -> Container:
+            return await build_container(s, start_worker=False)
+
+        app = create_app(settings, container_factory=container_factory)
+        async with app.lifespan():
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                h = AppHarness(app, client)
+                ops = [o for o in await openapi_operations(h) if o[1].startswith("/v1/")]
+                assert len(ops) > 10
+                capsys.readouterr()
+                for method, path, op in ops:
+                    body = BODIES.get(op["operationId"])
+                    resp = await client.request(
+                        method, concrete_path(path), json=body, headers=AUTH
+                    )
+                    assert resp.status_code == 503, (op["operationId"], resp.text)
+                    assert resp.json()["error"] == "database_not_migrated"
+                    assert "migrate" in resp.json()["detail"]
+                    assert resp.headers["retry-after"] == "2"
+                    assert "503" in op["responses"], op["operationId"]  # documented
+                logged = capsys.readouterr().err
+                lines = [json.loads(line) for line in logged.splitlines() if line.startswith("{")]
+                refused = [e for e in lines if e["event"] == "database_not_migrated"]
+                assert len(refused) == len(ops), logged[-3000:]
+                assert "Traceback" not in logged and "unhandled_error" not in logged
+                # Migrated while running: served from the next request on.
+                await asyncio.to_thread(upgrade_head, empty)
+                created = await client.post("/v1/threads", json={"title": "t"}, headers=AUTH)
+                assert created.status_code == 201, created.text
+                listed = await client.get("/v1/threads", headers=AUTH)
+                assert [t["id"] for t in listed.json()["items"]] == [created.json()["id"]]
+
+
+@pytest.mark.slow  # a real process
 def test_default_dev_key_is_refused_off_loopback() -> None:
     for host in ("127.0.0.1", "::1", "localhost"):
         assert load_settings({"THREADKEEPER_HOST": host}).host == host
@@ -131,18 +195,15 @@ def test_default_dev_key_is_refused_off_loopback() -> None:
     # Real keys on a public address are fine.
     public = load_settings({"THREADKEEPER_HOST": "0.0.0.0", "THREADKEEPER_API_KEYS": "a:k-1"})
     assert public.host == "0.0.0.0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = app_run(
+        ["serve", "--host", "0.0.0.0"],
+        {"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
     )
     assert proc.returncode == 2
     assert "dev-key" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # a real process
 async def test_sigterm_of_serve_exits_normally_so_atexit_stops_embedded_postgres(
     clean_db: str, tmp_path: Path
 ) -> None:

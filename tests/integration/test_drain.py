@@ -13,12 +13,13 @@ import pytest
 
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, AppFactory
-from tests.integration.test_agent_runtime import messages, new_thread
-from tests.integration.test_tools import SearchBackend
+from tests.support.api import messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, reaped, wait_exit, worker_check
+from tests.support.search_backend import SearchBackend
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def worker_env(db: str, srv: OpenAICompatibleServer, tmp: Path, name: str, **extra: str) -> dict:
@@ -36,14 +37,6 @@ def worker_env(db: str, srv: OpenAICompatibleServer, tmp: Path, name: str, **ext
         "THREADKEEPER_WORKER_HEARTBEAT_FILE": str(tmp / f"{name}.heartbeat"),
         **extra,
     }
-
-
-async def wait_until(predicate: Any, what: str, timeout: float = 90) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 async def test_sigterm_finishes_or_hands_over_and_never_reruns_a_tool(

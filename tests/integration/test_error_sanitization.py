@@ -8,21 +8,18 @@ message (and, in the log, the error's shape).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.services.run_errors import PROVIDER_ERROR
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
-from tests.integration.test_agent_runtime import new_thread
+from tests.support.api import new_thread
 from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.processes import app_process, reaped, wait_exit
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROVIDER_KEY = "sk-live-7Hq2XbV9mKp4Lr8Tz3Nw"
 INTERNAL_HOST = "llm-gw-03.corp.internal"
@@ -45,7 +42,6 @@ async def test_provider_error_text_reaches_neither_clients_nor_logs(
     with OpenAICompatibleServer() as srv:
         srv.fail_next(401, LEAKY_BODY)
         env = {
-            **os.environ,
             "DATABASE_URL": clean_db,
             "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "workdir"),
             "THREADKEEPER_API_KEYS": f"alice:{API_KEY},bob:{OTHER_KEY}",
@@ -64,18 +60,12 @@ async def test_provider_error_text_reaches_neither_clients_nor_logs(
                 f"/v1/threads/{tid}/messages", json={"content": "hello"}, headers=AUTH
             )
             assert posted.status_code == 202
-            proc = subprocess.Popen(  # noqa: ASYNC220 - a real worker process, stderr captured
-                [sys.executable, "-m", "app", "worker"],
-                env=env,
-                cwd=Path(__file__).parents[2],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            try:
+            log = tmp_path / "worker.log"
+            proc = app_process(["worker"], env, log)
+            with reaped(proc):
                 run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=240)
-            finally:
                 proc.terminate()
-                _, err = await asyncio.to_thread(proc.communicate, timeout=30)
+                await wait_exit(proc, 30)
             # The provider really answered the leaky error to the worker's request.
             assert len(srv.requests) == 1
             sent = {k.lower(): v for k, v in srv.request_headers[0].items()}
@@ -91,7 +81,7 @@ async def test_provider_error_text_reaches_neither_clients_nor_logs(
             assert final["status"] == "failed" and final["error_code"] == "provider_error"
             assert final["error"] == PROVIDER_ERROR.message
 
-        logs = err.decode(errors="replace")
+        logs = log.read_text(errors="replace")
         failed = [
             json.loads(line)
             for line in logs.splitlines()

@@ -10,57 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from langchain_core.messages import BaseMessage
 
 from app.config import Settings
 from app.container import Container, build_container
 from app.db.urls import libpq_url
 from app.main import create_app
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory, AppHarness, make_settings
-from tests.integration.test_agent_runtime import messages, new_thread
-from tests.integration.test_context_compression import (
-    BIG,
-    BlockingSummarizer,
-    run_turns,
-    seed_kb,
-    state,
-)
+from tests.support.api import assert_clean_503, messages, new_thread, run_turns, seed_kb, state
+from tests.support.corpus import BIG
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer, count_prompt_tokens
+from tests.support.processes import app_process, reaped
+from tests.support.summarizers import BlockingSummarizer, StalledSummarizer
 
 pytestmark = pytest.mark.integration
 
 #: Guard so a broken timeout fails the test instead of hanging the suite (not a timing assertion).
 HANG_GUARD = 60.0
-
-
-class StalledSummarizer:
-    """A real summarizer whose backend never answers: only the configured timeout ends a call."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.cancelled = 0
-
-    async def asummarize(
-        self, messages: Sequence[BaseMessage], *, previous_summary: str | None, max_tokens: int
-    ) -> str:
-        self.calls += 1
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-        return "never reached"
 
 
 async def current_checkpoint(h: AppHarness, tid: str) -> str:
@@ -227,6 +199,7 @@ async def test_workdir_blocked_summary_states_why_nothing_was_offloaded(
         assert summarized and all(e["offload_failed"] >= 1 for e in summarized)
 
 
+@pytest.mark.slow  # a real process
 async def test_workdir_full_in_a_worker_process_keeps_full_results(
     app_factory: AppFactory, clean_db: str, tmp_path: Path
 ) -> None:
@@ -234,7 +207,6 @@ async def test_workdir_full_in_a_worker_process_keeps_full_results(
     SIGXFSZ ignored, so writes fail with EFBIG like a full disk): no truncated file, no preview."""
     workdir = tmp_path / "workdir"
     env = {
-        **os.environ,
         "DATABASE_URL": clean_db,
         "THREADKEEPER_WORKDIR_ROOT": str(workdir),
         "THREADKEEPER_API_KEYS": f"alice:{API_KEY},bob:{OTHER_KEY}",
@@ -254,16 +226,10 @@ async def test_workdir_full_in_a_worker_process_keeps_full_results(
             json={"content": "how does a lease expire?"},
             headers=AUTH,
         )
-        proc = subprocess.Popen(  # noqa: ASYNC220 - a real worker process with a file size limit
-            ["sh", "-c", "trap '' XFSZ; ulimit -f 1; exec \"$0\" -m app worker", sys.executable],
-            env=env,
-            cwd=Path(__file__).parents[2],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
+        # Its stderr goes to a pipe: a log file would fall under the same file size limit.
+        proc = app_process(["worker"], env, None, shell_prefix="trap '' XFSZ; ulimit -f 1")
+        with reaped(proc):
             run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=180)
-        finally:
             proc.terminate()
             _, err = await asyncio.to_thread(proc.communicate, timeout=30)
         assert run["status"] == "completed", run["error"]
@@ -377,17 +343,6 @@ async def test_db_connection_lost_during_compress_writes_nothing(
         assert (await state(h, tid))["summary"]["present"] is True
         h.container.worker.start()
         await run_turns(h, tid, ["and after the reconnect?"])
-
-
-def assert_clean_503(resp: httpx.Response) -> None:
-    assert resp.status_code == 503, resp.text
-    assert resp.headers["content-type"].startswith("application/json")
-    assert resp.json() == {
-        "error": "database_unavailable",
-        "detail": "the database is unreachable or the connection was lost; retry the request",
-    }
-    assert resp.headers["retry-after"] == "2"
-    assert "Traceback" not in resp.text and "asyncpg" not in resp.text
 
 
 async def test_db_connection_lost_during_intake_rolls_back(

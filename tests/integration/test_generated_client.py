@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, AppFactory
-from tests.integration.test_agent_runtime import DOC
+from tests.support.corpus import DOC
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PACKAGE = "threadkeeper_client"
 

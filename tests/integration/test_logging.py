@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import API_KEY, AUTH
-from tests.integration.test_security import _free_port, _wait_ready
+from tests.support.processes import app_process, free_port, reaped, served, stop
+from tests.support.waiting import wait_terminal, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_every_line_is_json_and_unknown_settings_are_named_once(
     clean_db: str, tmp_path: Path
 ) -> None:
-    port = _free_port()
     log_file = tmp_path / "server.log"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("THREADKEEPER_")},
         "DATABASE_URL": clean_db,
         "THREADKEEPER_API_KEYS": f"alice:{API_KEY}",
         "THREADKEEPER_LOG_JSON": "true",
@@ -35,37 +30,18 @@ async def test_every_line_is_json_and_unknown_settings_are_named_once(
         "THREADKEEPER_SUMARY_THRESHOLD": "5000",  # typo: must be reported
         "THREADKEEPER_NOT_A_SETTING": "1",
     }
-    with log_file.open("wb") as sink:
-        proc = subprocess.Popen(  # noqa: ASYNC220 - the real server process
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            env=env,
-            cwd=Path(__file__).parents[2],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
+    async with (
+        served(env, log_file, inherit_settings=False) as (base_url, _),
+        httpx.AsyncClient(base_url=base_url) as client,
+    ):
+        missing = await client.get("/no/such/route")
+        assert missing.status_code == 404
+        tid = (await client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
+        posted = await client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "hello"}, headers=AUTH
         )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            await _wait_ready(client, proc)
-            missing = await client.get("/no/such/route")
-            assert missing.status_code == 404
-            tid = (await client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
-            posted = await client.post(
-                f"/v1/threads/{tid}/messages", json={"content": "hello"}, headers=AUTH
-            )
-            assert posted.status_code == 202
-            for _ in range(600):
-                runs = (await client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()
-                if runs["items"] and runs["items"][0]["status"] == "completed":
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError(f"run did not complete: {runs}")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            await asyncio.to_thread(proc.wait, 30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        assert posted.status_code == 202
+        assert await wait_terminal(client, tid, 1) == "completed"
     lines = [line for line in log_file.read_text().splitlines() if line.strip()]
     events = []
     for line in lines:
@@ -88,37 +64,29 @@ async def test_every_line_is_json_and_unknown_settings_are_named_once(
 
 async def test_standalone_worker_serves_its_counters(clean_db: str, tmp_path: Path) -> None:
     """``python -m app worker`` has no HTTP API; its counters get their own port."""
-    port = _free_port()
+    port = free_port()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("THREADKEEPER_")},
         "DATABASE_URL": clean_db,
         "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "wd"),
         "THREADKEEPER_WORKER_METRICS_PORT": str(port),
     }
-    proc = subprocess.Popen(  # noqa: ASYNC220 - the real worker process
-        [sys.executable, "-m", "app", "worker"],
-        env=env,
-        cwd=Path(__file__).parents[2],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            for _ in range(600):
-                assert proc.poll() is None, f"worker exited with {proc.returncode}"
-                try:
-                    resp = await client.get("/metrics")
-                    break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("worker metrics port never answered")
-        assert resp.status_code == 200
-        assert "threadkeeper_lease_recoveries_total 0.0" in resp.text
-        assert "threadkeeper_summarizer_calls_total" in resp.text
-    finally:
-        proc.send_signal(signal.SIGINT)
+    log = tmp_path / "worker.log"
+    proc = app_process(["worker"], env, log, inherit_settings=False)
+    resp: httpx.Response | None = None
+    with reaped(proc):
         try:
-            await asyncio.to_thread(proc.wait, 30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+
+                async def scraped() -> bool:
+                    nonlocal resp
+                    assert proc.poll() is None, f"worker exited with {proc.returncode}"
+                    with contextlib.suppress(httpx.TransportError):
+                        resp = await client.get("/metrics")
+                    return resp is not None
+
+                await wait_until(scraped, "the worker's metrics port", timeout=60)
+            assert resp is not None and resp.status_code == 200
+            assert "threadkeeper_lease_recoveries_total 0.0" in resp.text
+            assert "threadkeeper_summarizer_calls_total" in resp.text
+        finally:
+            await stop(proc)

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import new_thread
-from tests.integration.test_context_compression import BIG, run_turns, seed_kb
+from tests.support.api import new_thread, run_turns, seed_kb
+from tests.support.corpus import BIG
 
 pytestmark = pytest.mark.integration
 
@@ -62,9 +62,15 @@ async def test_metrics_after_real_runs_and_a_manual_compression(app_factory: App
     assert (
         delta("threadkeeper_http_request_duration_seconds_count", method="POST", route=route) == 2
     )
-    # Runs by status come from the database (tables are truncated per test).
-    assert value(after, "threadkeeper_runs", status="completed") == 2
+    # Active runs by status come from the database (tables are truncated per test); finished
+    # ones are counted by the process that ended them.
+    assert delta("threadkeeper_runs_finished_total", status="completed") == 2
     assert value(after, "threadkeeper_runs", status="running") == 0
+    assert value(after, "threadkeeper_runs", status="interrupted") == 0
+    assert {dict(ls)["status"] for (n, ls) in after if n == "threadkeeper_runs"} == {
+        "running",
+        "interrupted",
+    }
     assert value(after, "threadkeeper_queue_depth") == 0
     assert delta("threadkeeper_compressions_total", trigger="manual", kind="summary") == 1
     assert delta("threadkeeper_compressions_total", trigger="auto") == 0
@@ -116,7 +122,9 @@ async def test_metrics_queue_depth_and_lease_recoveries(app_factory: AppFactory)
         assert await h.container.worker.recover_expired() == 1
         after = await scrape(h)
     assert value(after, "threadkeeper_queue_depth") == 1
-    assert value(after, "threadkeeper_runs", status="failed") == 1
+    assert value(after, "threadkeeper_runs", status="running") == 0
+    finished = "threadkeeper_runs_finished_total"
+    assert value(after, finished, status="failed") - value(before, finished, status="failed") == 1
     recoveries = "threadkeeper_lease_recoveries_total"
     assert value(after, recoveries) - value(before, recoveries) == 1
 

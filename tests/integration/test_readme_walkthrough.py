@@ -13,7 +13,7 @@ from app.main import create_app
 from tests.conftest import API_KEY, make_settings
 from tests.support.live_server import serve_in_thread
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 README = Path(__file__).parents[2] / "README.md"
 

@@ -11,8 +11,8 @@ import pytest
 from app.agents.workdir import INDEX_PATH
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory
-from tests.integration.test_agent_runtime import add_doc, messages, new_thread
-from tests.integration.test_context_compression import BIG_DOC, run_turns, state
+from tests.support.api import add_doc, messages, new_thread, run_turns, state
+from tests.support.corpus import BIG_DOC
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import messages, new_thread
+from tests.support.api import messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = pytest.mark.integration

@@ -10,14 +10,11 @@ import pytest
 
 from app.api.json_guard import MAX_JSON_DEPTH
 from tests.conftest import API_KEY, AUTH, AppFactory
-from tests.integration.test_agent_runtime import new_thread
-from tests.integration.test_security import BODIES, _concrete, openapi_operations
+from tests.support.api import BODIES, concrete_path, new_thread, openapi_operations
 from tests.support.live_server import serve_in_loop
+from tests.support.raw_http import HANG_GUARD, parse_response, read_until_closed
 
 pytestmark = pytest.mark.integration
-
-#: Guard so a connection the server never closes fails the test instead of hanging the suite.
-HANG_GUARD = 60.0
 
 
 def nested(depth: int) -> bytes:
@@ -32,7 +29,7 @@ async def test_deeply_nested_json_is_400_on_every_json_route(app_factory: AppFac
         ops = [op for op in await openapi_operations(h) if "requestBody" in op[2]]
         assert {op[2]["operationId"] for op in ops} >= set(BODIES)
         for method, path, op in ops:
-            url = _concrete(path).replace(_concrete("{thread_id}"), tid)
+            url = concrete_path(path).replace(concrete_path("{thread_id}"), tid)
             for body in (nested(970), b'{"content": ' + nested(MAX_JSON_DEPTH + 1) + b"}"):
                 resp = await h.client.request(
                     method, url, content=body, headers={**AUTH, "content-type": "application/json"}
@@ -100,18 +97,6 @@ async def test_bearer_header_is_parsed_strictly(app_factory: AppFactory) -> None
 
 
 # --- the HTTP server itself ----------------------------------------------------------------------
-async def _read_until_closed(reader: asyncio.StreamReader) -> bytes:
-    """Everything the server sends until it closes the connection (bounded by HANG_GUARD)."""
-    return await asyncio.wait_for(reader.read(), HANG_GUARD)
-
-
-def _parse(raw: bytes) -> tuple[int, dict[str, str], bytes]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), headers, body
-
-
 async def test_incomplete_request_heads_are_closed_by_the_server(app_factory: AppFactory) -> None:
     async with (
         app_factory(start_worker=False, http_header_timeout_seconds=1.0) as h,
@@ -122,7 +107,7 @@ async def test_incomplete_request_heads_are_closed_by_the_server(app_factory: Ap
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1")
         await writer.drain()
-        status, headers, body = _parse(await _read_until_closed(reader))
+        status, headers, body = parse_response(await read_until_closed(reader))
         writer.close()
         assert status == 408 and headers["content-type"] == "application/json"
         assert json.loads(body)["error"] == "request_timeout"
@@ -132,18 +117,18 @@ async def test_incomplete_request_heads_are_closed_by_the_server(app_factory: Ap
         writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         await writer.drain()
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HANG_GUARD)
-        status, headers, _ = _parse(head)
+        status, headers, _ = parse_response(head)
         assert status == 200 and "close" not in headers.get("connection", "")
         await reader.readexactly(int(headers["content-length"]))
         writer.write(b"GET /health HTTP/1.1\r\nHost: 1")
         await writer.drain()
-        status, _, _ = _parse(await _read_until_closed(reader))
+        status, _, _ = parse_response(await read_until_closed(reader))
         writer.close()
         assert status == 408
 
         # 3. A connection that sends nothing at all is not kept either.
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        rest = await _read_until_closed(reader)
+        rest = await read_until_closed(reader)
         writer.close()
         assert rest.startswith(b"HTTP/1.1 408")
 
@@ -159,7 +144,7 @@ async def test_malformed_http_gets_the_json_error_shape(app_factory: AppFactory)
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(raw)
             await writer.drain()
-            status, headers, body = _parse(await _read_until_closed(reader))
+            status, headers, body = parse_response(await read_until_closed(reader))
             writer.close()
             assert status == 400, raw
             assert headers["content-type"] == "application/json", raw

@@ -11,7 +11,7 @@ import pytest
 
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import add_doc, messages, new_thread
+from tests.support.api import add_doc, messages, new_thread
 
 pytestmark = pytest.mark.integration
 

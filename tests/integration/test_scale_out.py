@@ -21,12 +21,12 @@ import pytest
 
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH
-from tests.integration.test_drain import wait_until
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, free_port, reaped, wait_exit, wait_ready
 from tests.support.s3_server import S3Server
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 THREADS = 20
 PER_THREAD = 2

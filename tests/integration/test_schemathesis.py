@@ -32,7 +32,7 @@ from app.main import create_app
 from tests.conftest import AUTH, make_settings
 from tests.support.live_server import serve_in_thread
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MAX_EXAMPLES = 10
 #: ``positive_data_acceptance`` is left out on purpose: the API rejects some schema-valid values

@@ -6,16 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,9 +17,11 @@ from sqlalchemy.engine import make_url
 
 from app.agents.workdir import LocalStore
 from tests.conftest import API_KEY, AUTH, OTHER_AUTH, OTHER_KEY, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import add_doc, new_thread
+from tests.support.api import BODIES, add_doc, concrete_path, new_thread, openapi_operations
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.processes import served
+from tests.support.waiting import wait_terminal
 
 pytestmark = pytest.mark.integration
 
@@ -39,38 +35,7 @@ BAD_CREDENTIALS = [
     {"X-API-Key": API_KEY},
 ]
 
-#: A plausible value per path parameter, so the request would otherwise reach the handler.
-PARAMS = {
-    "thread_id": str(uuid.uuid4()),
-    "run_id": str(uuid.uuid4()),
-    "request_id": str(uuid.uuid4()),
-    "kb": "default",
-}
-BODIES: dict[str, Any] = {
-    "CreateThread": {"title": "t"},
-    "UpdateThread": {"title": "t2"},
-    "PostMessage": {"content": "hi"},
-    "ResumeRun": {"decisions": [{"type": "approve"}]},
-    "AddDocument": {"title": "t", "content": "some text"},
-}
 
-
-def _concrete(path: str) -> str:
-    path = path.replace("{path}", "tool-results/x.txt")
-    return re.sub(r"\{(\w+)\}", lambda m: PARAMS[m.group(1)], path)
-
-
-async def openapi_operations(h: AppHarness) -> list[tuple[str, str, dict[str, Any]]]:
-    doc = (await h.client.get("/schema/openapi.json")).json()
-    return [
-        (method.upper(), path, op)
-        for path, item in doc["paths"].items()
-        for method, op in item.items()
-        if isinstance(op, dict) and "operationId" in op
-    ]
-
-
-# --- API keys -----------------------------------------------------------------------------------
 async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: AppFactory) -> None:
     async with app_factory(start_worker=False) as h:
         ops = [o for o in await openapi_operations(h) if o[1].startswith("/v1/")]
@@ -87,7 +52,7 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
 
         for method, path, op in ops:
             assert op.get("security") == [{"BearerAuth": []}], op["operationId"]
-            url = _concrete(path)
+            url = concrete_path(path)
             body = BODIES.get(op["operationId"])
             for headers in BAD_CREDENTIALS:
                 resp = await h.client.request(method, url, json=body, headers=headers)
@@ -316,12 +281,7 @@ async def test_request_bodies_over_the_limit_get_413_and_store_nothing(
 
 
 # --- no secrets in logs --------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
+@pytest.mark.slow  # a real process
 async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
     clean_db: str, tmp_path: Path
 ) -> None:
@@ -331,11 +291,9 @@ async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
     wrong_key = "WRONG-KEY-SECRET-77"
     # The local server trusts loopback, so a password in the URL is accepted and ignored.
     db_url = make_url(clean_db).set(password=db_password).render_as_string(hide_password=False)
-    port = _free_port()
     log_file = tmp_path / "server.log"
     with OpenAICompatibleServer(api_key=llm_key) as srv:
         env = {
-            **os.environ,
             "DATABASE_URL": db_url,
             "THREADKEEPER_API_KEYS": f"alice:{API_KEY},bob:{OTHER_KEY}",
             "THREADKEEPER_LLM_BASE_URL": srv.base_url,
@@ -345,44 +303,31 @@ async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
             "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "wd"),
             "THREADKEEPER_WORKER_POLL_SECONDS": "0.1",
         }
-        with log_file.open("wb") as sink:
-            proc = subprocess.Popen(  # noqa: ASYNC220 - the real server process
-                [sys.executable, "-m", "app", "serve", "--port", str(port)],
-                env=env,
-                cwd=Path(__file__).parents[2],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-                await _wait_ready(client, proc)
-                for headers in (
-                    {"Authorization": f"Bearer {wrong_key}"},
-                    {"Authorization": f"Basic {wrong_key}"},
-                    {"X-API-Key": API_KEY},
-                ):
-                    denied = await client.get("/v1/threads", headers=headers)
-                    assert denied.status_code == 401
-                tid = (await client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
-                srv.fail_next(401)  # the provider rejects our key
-                srv.fail_next(500)  # then has an outage
-                statuses: list[str] = []
-                for text in ("first", "second", "third"):
-                    posted = await client.post(
-                        f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH
-                    )
-                    assert posted.status_code == 202
-                    statuses.append(await _wait_terminal(client, tid, len(statuses) + 1))
-                assert statuses == ["failed", "failed", "completed"]
-                # The provider really received our key (so it was in the process to leak).
-                sent = {k.lower(): v for k, v in srv.request_headers[-1].items()}
-                assert sent["authorization"] == f"Bearer {llm_key}"
-        finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                await asyncio.to_thread(proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        async with (
+            served(env, log_file) as (base_url, _),
+            httpx.AsyncClient(base_url=base_url) as client,
+        ):
+            for headers in (
+                {"Authorization": f"Bearer {wrong_key}"},
+                {"Authorization": f"Basic {wrong_key}"},
+                {"X-API-Key": API_KEY},
+            ):
+                denied = await client.get("/v1/threads", headers=headers)
+                assert denied.status_code == 401
+            tid = (await client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
+            srv.fail_next(401)  # the provider rejects our key
+            srv.fail_next(500)  # then has an outage
+            statuses: list[str] = []
+            for text in ("first", "second", "third"):
+                posted = await client.post(
+                    f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH
+                )
+                assert posted.status_code == 202
+                statuses.append(await wait_terminal(client, tid, len(statuses) + 1))
+            assert statuses == ["failed", "failed", "completed"]
+            # The provider really received our key (so it was in the process to leak).
+            sent = {k.lower(): v for k, v in srv.request_headers[-1].items()}
+            assert sent["authorization"] == f"Bearer {llm_key}"
     logs = log_file.read_text(errors="replace")
     events = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
     names = [e.get("event") for e in events]
@@ -394,26 +339,6 @@ async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
     ]
     for secret in (API_KEY, OTHER_KEY, wrong_key, llm_key, db_password):
         assert secret not in logs, secret
-
-
-async def _wait_ready(client: httpx.AsyncClient, proc: subprocess.Popen[bytes]) -> None:
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}")
-        with contextlib.suppress(httpx.TransportError):
-            if (await client.get("/ready")).status_code == 200:
-                return
-        await asyncio.sleep(0.1)
-    raise AssertionError("server never became ready")
-
-
-async def _wait_terminal(client: httpx.AsyncClient, tid: str, count: int) -> str:
-    for _ in range(600):
-        runs = (await client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"]
-        if len(runs) == count and runs[0]["status"] in ("completed", "failed", "cancelled"):
-            return str(runs[0]["status"])
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {count} never finished")
 
 
 # --- input bounds --------------------------------------------------------------------------------

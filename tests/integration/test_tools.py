@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, Self
-from urllib.parse import parse_qs, urlparse
+from typing import Any
 
 import pytest
 from langchain.tools import ToolRuntime
@@ -22,87 +20,11 @@ from app.agents.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
 from app.services.knowledge_base import KnowledgeBaseService
 from tests.conftest import AUTH, AppFactory, make_settings
-from tests.integration.test_agent_runtime import messages, new_thread
+from tests.support.api import messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.search_backend import LoopbackServer, SearchBackend
 
 pytestmark = pytest.mark.integration
-
-
-class LoopbackServer:
-    """A real HTTP server on 127.0.0.1 (ephemeral port) running ``handler`` in a thread."""
-
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class SearchBackend(LoopbackServer):
-    """Speaks SearxNG's GET /search?format=json and Tavily's POST."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _reply(self, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                q = parse_qs(urlparse(self.path).query)
-                owner.calls.append({"method": "GET", "q": q})
-                results = [
-                    {
-                        "title": f"Result {i}",
-                        "url": f"https://ex.org/{i}",
-                        "content": f"c{i}",
-                        "score": 1 - i / 10,
-                    }
-                    for i in range(8)
-                ]
-                self._reply({"query": q["q"][0], "results": results})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                owner.calls.append(
-                    {"method": "POST", "body": body, "auth": self.headers.get("authorization")}
-                )
-                self._reply(
-                    {
-                        "query": body["query"],
-                        "answer": "x",
-                        "results": [
-                            {
-                                "title": "T",
-                                "url": "https://t.org",
-                                "content": "tc",
-                                "score": 0.9,
-                                "raw_content": None,
-                            }
-                        ],
-                    }
-                )
-
-        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import AUTH, AppFactory
-from tests.integration.test_agent_runtime import new_thread
+from tests.support.api import new_thread
 from tests.support.live_server import serve_in_loop
 from tests.support.workdir_tamper import bucket_of, tamper
 

@@ -16,11 +16,11 @@ import pytest
 from app.db.urls import libpq_url
 from app.repositories.runs import WORK_CHANNEL
 from tests.conftest import API_KEY, AUTH, AppFactory
-from tests.integration.test_agent_runtime import new_thread
-from tests.integration.test_drain import wait_until
+from tests.support.api import new_thread
 from tests.support.processes import app_process, reaped
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def listening(db: str) -> bool:

@@ -25,7 +25,7 @@ def server_url() -> Iterator[str]:
         return
     container = None
     try:
-        from testcontainers.postgres import PostgresContainer
+        from testcontainers.community.postgres import PostgresContainer
 
         container = PostgresContainer("postgres:16-alpine", driver=None)
         container.start()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from app.agents.tool_names import QUERY_KB, RECOVERY_TOOLS
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir
 from app.config import Settings
+from tests.support.summarizers import FixedSummarizer
 
 COUNTER = TokenCounter()
 SYSTEM = SystemMessage(content="You answer from the knowledge base.")
@@ -151,16 +151,6 @@ def test_plan_segment_stacks_a_new_segment_while_it_fits_then_folds_everything()
 
     first = plan_segment([], counter=COUNTER, summary_max_tokens=cap)
     assert not first.stacking and first.previous is None
-
-
-class FixedSummarizer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    async def asummarize(
-        self, messages: Sequence[BaseMessage], *, previous_summary: str | None, max_tokens: int
-    ) -> str:
-        return self.text
 
 
 def test_call_summarizer_refuses_an_empty_summary_and_hands_back_the_fallback() -> None:

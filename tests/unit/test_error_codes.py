@@ -15,6 +15,7 @@ import pytest
 from litestar.testing import TestClient
 
 import app.main  # noqa: F401  (imports every module that defines a DomainError)
+from app import http_server
 from app.api import errors as api_errors
 from app.api.schemas import ErrorCode
 from app.config import load_settings
@@ -36,6 +37,11 @@ def test_every_code_the_service_answers_is_in_the_enum() -> None:
     source = Path(api_errors.__file__).read_text()
     literal = set(re.findall(r'_body\(\s*"([a-z_]+)"', source))
     assert literal, "the literal-code scan found nothing: update the test"
+    # The HTTP server answers a few itself (408, 431, malformed HTTP), before the app runs.
+    server = Path(http_server.__file__).read_text()
+    raw = set(re.findall(r'_raw_response\(\s*\d+,\s*"[^"]+",\s*"([a-z_]+)"', server))
+    assert {"request_timeout", "request_header_too_large"} <= raw, raw
+    literal |= raw
     assert domain <= known, domain - known
     assert mapped <= known, mapped - known
     assert literal <= known, literal - known

@@ -15,17 +15,9 @@ from app.agents.tokens import (
     stamp_request_tokens,
 )
 from app.agents.workdir import Workdir
+from tests.support.summarizers import CountingSummarizer, SlowChunkedSummarizer
 
 COUNTER = TokenCounter()
-
-
-class CountingSummarizer:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def asummarize(self, messages, *, previous_summary, max_tokens):  # type: ignore[no-untyped-def]
-        self.calls += 1
-        return f"summary of {len(messages)} messages"
 
 
 def reply(ours: int | None, theirs: int, model: str = "gpt-x") -> AIMessage:
@@ -71,7 +63,7 @@ async def test_a_provider_that_counts_more_triggers_compression_earlier(tmp_path
     messages = history(6)
     raw = COUNTER.count_request(None, None, messages)
     threshold = raw + 50  # below the threshold in our own measure...
-    plain = CountingSummarizer()
+    plain = CountingSummarizer(terse=True)
     comp = ContextCompressor(
         summarizer=plain,
         workdir=Workdir(tmp_path),
@@ -96,7 +88,7 @@ async def test_a_provider_that_counts_more_triggers_compression_earlier(tmp_path
 async def test_the_ratio_survives_a_summary_that_removed_every_reply(tmp_path: Path) -> None:
     messages = [*history(6)[:-1], reply(1000, 1500), HumanMessage("new question")]
     comp = ContextCompressor(
-        summarizer=CountingSummarizer(),
+        summarizer=CountingSummarizer(terse=True),
         workdir=Workdir(tmp_path),
         counter=COUNTER,
         summary_threshold=400,
@@ -107,23 +99,6 @@ async def test_the_ratio_survives_a_summary_that_removed_every_reply(tmp_path: P
     assert outcome.summarized
     assert not any(isinstance(m, AIMessage) for m in outcome.messages)  # every reply is gone
     assert provider_ratio(outcome.messages) == pytest.approx(1.5)
-
-
-class SlowChunkedSummarizer:
-    """Bounds each of its own calls (like LLMSummarizer); the whole may take longer."""
-
-    bounds_own_time = True
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def asummarize(self, messages, *, previous_summary, max_tokens):  # type: ignore[no-untyped-def]
-        import asyncio
-
-        for _ in range(3):  # three "chunks", each well within the per-call bound
-            await asyncio.sleep(0.2)
-        self.calls += 1
-        return "summary"
 
 
 async def test_a_self_bounded_summarizer_is_not_cut_off_as_a_whole(tmp_path: Path) -> None:

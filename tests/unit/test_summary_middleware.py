@@ -45,60 +45,10 @@ from app.agents.summary_messages import (
 from app.agents.tokens import TokenCounter
 from app.agents.workdir import INDEX_PATH, Workdir
 from app.errors import NothingToCompress, WorkdirUnavailable
+from tests.support.summarizers import CountingSummarizer, EmptySummarizer, FailingSummarizer
 
 COUNTER = TokenCounter()
 SYSTEM = SystemMessage(content="You are a careful assistant. Cite result ids.")
-
-
-# --- real test doubles (no mocks) ---------------------------------------------------------------
-class CountingSummarizer:
-    """Deterministic extractive summarizer that counts its calls and records its inputs."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.inputs: list[list[BaseMessage]] = []
-        self.previous: list[str | None] = []
-
-    async def asummarize(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        previous_summary: str | None,
-        max_tokens: int,
-    ) -> str:
-        self.calls += 1
-        self.inputs.append(list(messages))
-        self.previous.append(previous_summary)
-        lines = [f"summary #{self.calls} of {len(messages)} messages"]
-        if previous_summary:
-            lines.append(f"earlier: {previous_summary[:200]}")
-        for message in messages:
-            lines.append(f"- {message.type}: {message.text[:60]}")
-        return "\n".join(lines)
-
-
-class FailingSummarizer(CountingSummarizer):
-    async def asummarize(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        previous_summary: str | None,
-        max_tokens: int,
-    ) -> str:
-        self.calls += 1
-        raise RuntimeError("upstream exploded: SECRET-TOKEN-123")
-
-
-class EmptySummarizer(CountingSummarizer):
-    async def asummarize(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        previous_summary: str | None,
-        max_tokens: int,
-    ) -> str:
-        self.calls += 1
-        return "   "
 
 
 def overflow_error(message: str = "This model's maximum context length is 4000 tokens") -> Any:
@@ -364,11 +314,11 @@ async def test_summarizer_failure_is_never_stored_as_summary(tmp_path: Path) -> 
         with pytest.raises(SummaryError) as info:
             await comp.compress(messages, thread_id="t", system_message=SYSTEM, force=False)
         assert summarizer.calls == 1
-        assert "SECRET-TOKEN-123" not in str(info.value)
+        assert FailingSummarizer.SECRET not in str(info.value)
         fallback = info.value.fallback
         assert fallback is not None and not fallback.summarized
         assert not any(is_summary_message(m) for m in fallback.messages)
-        assert all("SECRET-TOKEN-123" not in m.text for m in fallback.messages)
+        assert all(FailingSummarizer.SECRET not in m.text for m in fallback.messages)
 
 
 @pytest.mark.asyncio
@@ -734,7 +684,7 @@ async def test_agent_summarizer_failure_sends_offloaded_view(tmp_path: Path) -> 
     state = await graph.aget_state({"configurable": {"thread_id": "thread-f"}})
     messages = state.values["messages"]
     assert not any(is_summary_message(m) for m in messages)
-    assert all("SECRET-TOKEN-123" not in m.text for m in messages)
+    assert all(FailingSummarizer.SECRET not in m.text for m in messages)
     assert all(
         "offloaded" in m.additional_kwargs.get("threadkeeper", {})
         for m in messages

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from datetime import datetime
 from typing import Annotated, Any
@@ -16,6 +15,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_202_ACCEPTED, HTTP_204_
 
 from app.api.auth import principal_of
 from app.api.errors import errors
+from app.api.json_guard import MAX_JSON_DEPTH, json_depth
 from app.api.schemas import (
     MAX_CURSOR,
     CreateThreadIn,
@@ -62,14 +62,40 @@ def message_out(m: Message, *, withdrawn: bool = False) -> MessageOut:
     )
 
 
+def _contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_nul(v) for v in value)
+    return False
+
+
 def decode_metadata_filter(raw: str) -> dict[str, Any]:
-    """``?metadata={"project":"apollo"}``: a JSON object the thread's metadata must contain."""
+    """``?metadata={"project":"apollo"}``: a JSON object the thread's metadata must contain.
+
+    Decoded as strictly as a request body (the depth guard, then msgspec): Python's ``json``
+    accepts ``NaN``, ``Infinity``, ``1e400`` and lone surrogate escapes, which JSONB refuses
+    (a 500), and recurses until ``RecursionError`` on deep nesting.
+    """
+    invalid = ValidationFailed("metadata must be a JSON object", field="metadata")
     try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise ValidationFailed("metadata must be a JSON object", field="metadata") from exc
+        data = raw.encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate that reached us unescaped
+        raise invalid from exc
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise ValidationFailed(
+            f"metadata is nested deeper than {MAX_JSON_DEPTH} levels", field="metadata"
+        )
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise invalid from exc
     if not isinstance(value, dict):
-        raise ValidationFailed("metadata must be a JSON object", field="metadata")
+        raise invalid
+    if _contains_nul(value):  # JSONB cannot store U+0000, so nothing stored can contain it
+        raise ValidationFailed("metadata must not contain NUL characters", field="metadata")
     return value
 
 

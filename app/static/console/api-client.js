@@ -217,7 +217,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -416,11 +416,12 @@ async function request(config, op, args, options) {
  *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -436,12 +437,13 @@ export function addDocument(config, args = {}, options = {}) {
  *   - request_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function cancelRequest(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -455,12 +457,13 @@ export function cancelRequest(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -476,14 +479,15 @@ export function cancelRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<CompressOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
  */
 export function compressContext(config, args = {}, options = {}) {
@@ -497,10 +501,11 @@ export function compressContext(config, args = {}, options = {}) {
  * @param {{body: CreateThreadIn}} args
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -514,12 +519,13 @@ export function createThread(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -533,11 +539,12 @@ export function deleteThread(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentStateOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -553,11 +560,12 @@ export function getAgentState(config, args = {}, options = {}) {
  *   - request_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function getRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -571,11 +579,12 @@ export function getRequest(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -589,11 +598,12 @@ export function getRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -621,11 +631,12 @@ export function health(config, args = {}, options = {}) {
  *   - limit: 1..1000; default 200
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -640,11 +651,12 @@ export function listMessages(config, args = {}, options = {}) {
  *   - limit: 1..200; default 50
  * @param {RequestOptions} [options]
  * @returns {Promise<RunList>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -659,10 +671,11 @@ export function listRuns(config, args = {}, options = {}) {
  *   - metadata: A JSON object, e.g. {"project":"apollo"}: only threads whose metadata contains it (every key with an equal value; nested objects likewise). (length 0..4096)
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadPage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
@@ -678,14 +691,15 @@ export function listThreads(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<PostMessageOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -699,11 +713,12 @@ export function postMessage(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -731,13 +746,14 @@ export function ready(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -753,10 +769,11 @@ export function resumeRun(config, args = {}, options = {}) {
  *   - limit: 1..50; default 8
  * @param {RequestOptions} [options]
  * @returns {Promise<KbSearchOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -773,11 +790,12 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  *   - after: 0..9007199254740991; default 0
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function streamRunEvents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after"], "hasBody": false, "auth": true}, args, options);
@@ -793,12 +811,13 @@ export function streamRunEvents(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function updateThread(config, args = {}, options = {}) {
   return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -815,11 +834,12 @@ export function updateThread(config, args = {}, options = {}) {
  *   - timeout: 0..30; default 30.0
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later
  */
 export function waitRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);

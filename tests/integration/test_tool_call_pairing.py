@@ -22,11 +22,11 @@ import pytest
 from app.agents.middlewares.boundary import RESULT_UNKNOWN
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory
-from tests.integration.test_agent_runtime import add_doc, messages, new_thread
 from tests.integration.test_drain import worker_env
-from tests.integration.test_tools import LoopbackServer
+from tests.support.api import add_doc, messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer, unanswered_tool_calls
 from tests.support.processes import app_process, reaped, wait_exit
+from tests.support.search_backend import LoopbackServer
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from app.db.urls import libpq_url
 from app.repositories.agent_state import committed_state
 from tests.conftest import AUTH, AppFactory, AppHarness
-from tests.integration.test_agent_runtime import add_doc, messages, new_thread
-from tests.integration.test_tools import LoopbackServer
+from tests.support.api import add_doc, messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer, unanswered_tool_calls
+from tests.support.search_backend import LoopbackServer
 
 pytestmark = pytest.mark.integration
 

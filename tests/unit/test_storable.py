@@ -54,7 +54,7 @@ async def test_workdir_stores_a_cut_emoji_as_replacement_character(
     workdir_settings: dict[str, Any], tmp_path: Path
 ) -> None:
     """Encoding a lone surrogate as UTF-8 raised UnicodeEncodeError: the offload failed."""
-    workdir = open_workdir(make_settings("", tmp_path / "workdir", **workdir_settings))
+    workdir = open_workdir(make_settings("", tmp_path / "workdir", **workdir_settings).workdir)
     record = await workdir.write_tool_result("thread-1", "call_1", f"cut {CUT} here")
     text, total, _ = await workdir.read_text("thread-1", record.path, offset=0, limit=100)
     assert text == "cut \ufffd here" and total == record.chars == len(text)
@@ -98,7 +98,9 @@ async def test_the_agent_never_sends_a_tool_call_without_its_result(tmp_path: Pa
     provider, like a real one, answers 400 otherwise); the reply is storable in the state."""
     with OpenAICompatibleServer() as llm:
         rt = build_agent_runtime(
-            model=build_chat_model(load_settings({}, llm_base_url=llm.base_url, llm_api_key="k")),
+            model=build_chat_model(
+                load_settings({}, llm_base_url=llm.base_url, llm_api_key="k").models
+            ),
             tools=[],
             compressor=ContextCompressor(
                 summarizer=ExtractiveSummarizer(), workdir=Workdir(tmp_path)
@@ -131,7 +133,9 @@ async def test_the_agent_never_sends_a_tool_call_without_its_result(tmp_path: Pa
 async def test_a_summary_from_the_provider_is_storable() -> None:
     """The summary goes into the checkpoint (which would silently make it "?") and events."""
     with OpenAICompatibleServer() as llm:
-        chat = build_chat_model(load_settings({}, llm_base_url=llm.base_url, llm_api_key="k"))
+        chat = build_chat_model(
+            load_settings({}, llm_base_url=llm.base_url, llm_api_key="k").models
+        )
         llm.enqueue_text(f"The user asked about leases {CUT}")
         summary = await LLMSummarizer(chat).asummarize(
             [HumanMessage("leases?"), AIMessage("30 s")], previous_summary=None, max_tokens=200

@@ -185,7 +185,7 @@ async def build_container(
         threads=ThreadService(
             sessions, db.lock_timeout_ms, AgentStateRepository(agent.graph), workdir
         ),
-        intake=IntakeService(sessions, db.lock_timeout_ms, on_enqueued=wake),
+        intake=IntakeService(engine, db.lock_timeout_ms, on_enqueued=wake),
         runs=RunService(
             sessions,
             db.lock_timeout_ms,

@@ -91,8 +91,7 @@ async def floor_post_message(
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(f"SET LOCAL lock_timeout = {FLOOR_LOCK_TIMEOUT_MS}")
         row = await conn.fetchrow(
-            "SELECT id FROM conversations WHERE id = $1 AND owner_id = $2 "
-            "AND NOT archived FOR UPDATE",
+            "SELECT id FROM conversations WHERE id = $1 AND owner_id = $2 FOR UPDATE",
             thread_id,
             PRINCIPAL,
         )

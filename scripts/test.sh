@@ -10,4 +10,6 @@ scripts/bootstrap.sh
 scripts/ensure_chromium.sh
 .venv/bin/ruff check app tests benchmarks
 .venv/bin/mypy app
+# The architecture contract (layers, no cycles): [tool.importlinter] in pyproject.toml.
+.venv/bin/lint-imports
 exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist worksteal --durations=15 "$@"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents import create_agent
@@ -20,9 +20,6 @@ from app.agents.middlewares.boundary import StorableOutputMiddleware, ToolResult
 from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
 from app.agents.tools import tool_error_content
 
-#: What this agent can do beyond chatting; the state endpoint reports it.
-DEFAULT_CAPABILITIES: dict[str, bool] = {"manual_compression": True}
-
 
 @dataclass
 class AgentRuntime:
@@ -32,7 +29,6 @@ class AgentRuntime:
     compressor: ContextCompressor
     system_message: SystemMessage
     tools: list[BaseTool]
-    capabilities: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_CAPABILITIES))
     recursion_limit: int = 40
 
     def config_for(self, thread_id: uuid.UUID | str) -> RunnableConfig:
@@ -50,7 +46,6 @@ def build_agent_runtime(
     system_prompt: str,
     checkpointer: BaseCheckpointSaver[Any] | None,
     approval_tools: frozenset[str] = frozenset(),
-    capabilities: dict[str, bool] | None = None,
 ) -> AgentRuntime:
     middleware: list[Any] = [SummaryMiddleware(compressor)]
     gated: dict[str, Any] = {
@@ -81,5 +76,4 @@ def build_agent_runtime(
         compressor=compressor,
         system_message=system_message,
         tools=tools,
-        capabilities=dict(capabilities or DEFAULT_CAPABILITIES),
     )

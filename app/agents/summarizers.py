@@ -372,15 +372,6 @@ class LLMSummarizer:
         self.timeout_seconds = timeout_seconds
         self.input_budget_tokens = input_budget_tokens
 
-    def build_prompt(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        previous_summary: str | None,
-        max_tokens: int,
-    ) -> list[BaseMessage]:
-        return self._prompt(render_transcript(messages), previous_summary, max_tokens)
-
     @staticmethod
     def _prompt(
         transcript: str, previous_summary: str | None, max_tokens: int

@@ -12,7 +12,7 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 
-from app.services.errors import ValidationFailed
+from app.domain.errors import ValidationFailed
 
 #: Exactly ``Bearer <token>``: the scheme (case-insensitive, RFC 9110), ONE ASCII space and a
 #: token of visible ASCII. No tabs, no double spaces, no trailing NBSP silently stripped.

@@ -20,22 +20,16 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from sqlalchemy.exc import DBAPIError
 
 from app.api.schemas import ErrorBody
-from app.db.errors import is_connection_error
-from app.errors import DomainError
-from app.repositories.locking import sqlstate_of
-from app.services.errors import (
+from app.db.errors import RETRYABLE_FAULTS, Fault, fault_of, is_connection_error
+from app.domain.errors import (
     DatabaseUnavailable,
+    DomainError,
     SchemaNotMigrated,
     ServiceUnavailable,
     ValidationFailed,
 )
 
 log = structlog.get_logger(__name__)
-
-#: character_not_in_repertoire, untranslatable_character
-UNSTORABLE_TEXT_SQLSTATES = frozenset({"22021", "22P05"})
-#: deadlock_detected, serialization_failure: the other transaction went through.
-RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
 
 _HTTP_CODES = {
     400: "validation_error",
@@ -160,12 +154,13 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
 def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """SQL errors the client caused or may retry; a lost connection ends as 503 (see above)."""
     assert isinstance(exc, DBAPIError)
-    if sqlstate_of(exc) in UNSTORABLE_TEXT_SQLSTATES:
+    fault = fault_of(exc)
+    if fault is Fault.UNSTORABLE_TEXT:
         # e.g. a NUL character: the client's data, not our bug; the transaction was rolled back.
         return _body(
             "validation_error", "text contains characters that cannot be stored (e.g. NUL)", 400
         )
-    if sqlstate_of(exc) in RETRYABLE_SQLSTATES:
+    if fault in RETRYABLE_FAULTS:  # the other transaction went through
         return _body(
             "thread_busy",
             "a concurrent operation on the thread won; retry",

@@ -16,7 +16,7 @@ import weakref
 from collections import Counter
 from collections.abc import Iterator
 
-from app.services.errors import StreamsUnavailable, TooManyStreams
+from app.domain.errors import StreamsUnavailable, TooManyStreams
 
 
 class FollowerLease:

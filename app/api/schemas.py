@@ -16,9 +16,14 @@ from app.db.run_events import (
     CompressionEvent,
     DeltaEvent,
     MessageEvent,
-    MessageRole,
-    RunErrorCode,
     StatusEvent,
+)
+from app.domain.states import (
+    MessageRole,
+    RequestStatusName,
+    RunErrorCode,
+    RunStatusName,
+    ThreadStatus,
 )
 
 #: Upper bound of integer cursors (message seq, event id): within PostgreSQL BIGINT and exact as
@@ -49,6 +54,8 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     UNPROCESSABLE = "unprocessable"
     NOTHING_TO_COMPRESS = "nothing_to_compress"
+    #: Not answered today (every agent supports manual compression); kept so that clients
+    #: generated from earlier documents keep a value they may match on.
     NOT_SUPPORTED = "not_supported"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     RATE_LIMITED = "rate_limited"
@@ -103,10 +110,6 @@ class UpdateThreadIn(Strict):
     metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
 
 
-#: idle: nothing to do; running / interrupted: its active run's status; queued: input waits.
-ThreadStatus = Literal["idle", "running", "interrupted", "queued"]
-
-
 class ThreadOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     title: str
@@ -156,8 +159,6 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
 
 
 # --- run requests -------------------------------------------------------------------------------
-RequestStatusName = Literal["queued", "dispatched", "cancelled"]
-RunStatusName = Literal["running", "interrupted", "completed", "failed", "cancelled"]
 
 
 class RequestOut(msgspec.Struct, kw_only=True):

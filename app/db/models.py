@@ -25,6 +25,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.domain.states import (
+    MessageRole,
+    RequestStatusName,
+    RunErrorCode,
+    RunStatusName,
+)
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -44,12 +51,15 @@ def _enum(cls: type[enum.Enum], name: str) -> Enum:
 
 
 class RequestStatus(enum.StrEnum):
+    # Types ``.value`` as the Literal the API's schemas use: a mapper needs no cast.
+    _value_: RequestStatusName
     QUEUED = "queued"
     DISPATCHED = "dispatched"
     CANCELLED = "cancelled"
 
 
 class RunStatus(enum.StrEnum):
+    _value_: RunStatusName
     RUNNING = "running"
     INTERRUPTED = "interrupted"
     COMPLETED = "completed"
@@ -78,7 +88,6 @@ class Conversation(Base):
     owner_id: Mapped[str] = mapped_column(String(200), index=True)
     agent_id: Mapped[str] = mapped_column(String(100), default="default")
     title: Mapped[str] = mapped_column(String(500), default="")
-    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     #: Next per-conversation message sequence number (incremented under the row lock).
     next_message_seq: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
     next_request_seq: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
@@ -113,7 +122,7 @@ class Message(Base):
         ForeignKey("conversations.id", ondelete="CASCADE")
     )
     seq: Mapped[int] = mapped_column(BigInteger)
-    role: Mapped[str] = mapped_column(String(20))  # user | assistant | tool
+    role: Mapped[MessageRole] = mapped_column(String(20))
     content: Mapped[str] = mapped_column(Text)
     #: LangChain message id, so a message is persisted once even if a run is replayed.
     lc_id: Mapped[str | None] = mapped_column(String(200))
@@ -195,7 +204,7 @@ class AgentRun(Base):
     #: Sanitized, fixed text for clients (never a provider's or driver's message).
     error: Mapped[str | None] = mapped_column(Text)
     #: Stable reason: provider_error, context_overflow, database_unavailable, tool_error, ...
-    error_code: Mapped[str | None] = mapped_column(String(50))
+    error_code: Mapped[RunErrorCode | None] = mapped_column(String(50))
     input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

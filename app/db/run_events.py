@@ -15,20 +15,9 @@ from typing import Any, Literal
 
 import msgspec
 
-MessageRole = Literal["user", "assistant", "tool"]
-
-#: Why a run failed or was cancelled (the codes are app/worker/errors.py's; a unit test keeps
-#: the two equal).
-RunErrorCode = Literal[
-    "provider_error",
-    "context_overflow",
-    "database_unavailable",
-    "tool_error",
-    "internal_error",
-    "lease_expired",
-    "worker_stopped",
-    "cancelled",
-]
+# The vocabularies are spelled once, in app/domain/states.py (RunErrorCode: the codes of
+# app/worker/errors.py; a unit test keeps the two equal).
+from app.domain.states import MessageRole, RunErrorCode
 
 
 @dataclass(frozen=True, slots=True)

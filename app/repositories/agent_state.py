@@ -24,7 +24,6 @@ class CheckpointerRequired(RuntimeError):
 class AgentStateSnapshot:
     messages: list[AnyMessage]
     next: tuple[str, ...]
-    has_checkpoint: bool
     #: Pending LangGraph interrupts (a run waiting for a human decision).
     interrupts: tuple[Any, ...] = ()
 
@@ -34,7 +33,6 @@ def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
     return AgentStateSnapshot(
         messages=list(values.get("messages", [])),
         next=tuple(state.next or ()),
-        has_checkpoint=state.config is not None and bool(state.values),
         interrupts=tuple(state.interrupts or ()),
     )
 

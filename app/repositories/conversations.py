@@ -15,9 +15,18 @@ from app.db.models import (
     AgentRunRequest,
     Conversation,
     RequestStatus,
+    RunStatus,
 )
+from app.domain.errors import NotFound
+from app.domain.states import ThreadStatus
 from app.repositories.locking import lock_errors_as_busy
-from app.services.errors import NotFound
+
+_THREAD_STATUS_OF_ACTIVE_RUN: dict[RunStatus, ThreadStatus] = {
+    RunStatus.RUNNING: "running",
+    RunStatus.INTERRUPTED: "interrupted",
+}
+#: Thread statuses that mean "a run is active" (the thread cannot be deleted).
+ACTIVE_THREAD_STATUSES: frozenset[ThreadStatus] = frozenset(_THREAD_STATUS_OF_ACTIVE_RUN.values())
 
 
 class ConversationRepository:
@@ -41,7 +50,6 @@ class ConversationRepository:
             select(Conversation).where(
                 Conversation.id == conversation_id,
                 Conversation.owner_id == owner_id,
-                Conversation.archived.is_(False),
             )
         )
         if conv is None:
@@ -60,9 +68,7 @@ class ConversationRepository:
         metadata: dict[str, Any] | None = None,
     ) -> Sequence[Conversation]:
         """Newest first, keyset-paginated on (created_at, id); ``metadata``: JSONB containment."""
-        stmt = select(Conversation).where(
-            Conversation.owner_id == owner_id, Conversation.archived.is_(False)
-        )
+        stmt = select(Conversation).where(Conversation.owner_id == owner_id)
         if metadata:
             stmt = stmt.where(Conversation.meta.contains(metadata))
         if before is not None:
@@ -84,9 +90,7 @@ class ConversationRepository:
         Waits at most ``timeout_ms``; a lock still held then becomes ThreadBusy.
         """
         await self.session.execute(text(f"SET LOCAL lock_timeout = {int(timeout_ms)}"))
-        stmt = select(Conversation).where(
-            Conversation.id == conversation_id, Conversation.archived.is_(False)
-        )
+        stmt = select(Conversation).where(Conversation.id == conversation_id)
         if owner_id is not None:
             stmt = stmt.where(Conversation.owner_id == owner_id)
         async with lock_errors_as_busy("the thread is locked by another operation"):
@@ -109,17 +113,6 @@ class ConversationRepository:
             raise NotFound(f"thread {conversation_id} not found")
         return int(first)
 
-    async def allocate_request_seq(self, conversation_id: uuid.UUID) -> int:
-        seq = await self.session.scalar(
-            update(Conversation)
-            .where(Conversation.id == conversation_id)
-            .values(next_request_seq=Conversation.next_request_seq + 1)
-            .returning(Conversation.next_request_seq - 1)
-        )
-        if seq is None:
-            raise NotFound(f"thread {conversation_id} not found")
-        return int(seq)
-
     async def update(self, conversation_id: uuid.UUID, **values: Any) -> Conversation:
         """Set columns (``title``, ``meta``) of a row the caller has locked; returns it fresh."""
         await self.session.execute(
@@ -132,13 +125,16 @@ class ConversationRepository:
             raise NotFound(f"thread {conversation_id} not found")
         return conv
 
-    async def statuses(self, conversation_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
-        """``idle`` / ``running`` / ``interrupted`` / ``queued`` per thread: its active run's
-        status first (a queued input waits behind it), else ``queued`` when input waits."""
+    async def statuses(
+        self, conversation_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, ThreadStatus]:
+        """THE answer to "is the thread busy" (anything but ``idle`` is busy): per thread, its
+        active run's status first (a queued input waits behind it), else ``queued`` when input
+        waits, else ``idle``."""
         if not conversation_ids:
             return {}
         ids = list(conversation_ids)
-        result = {cid: "idle" for cid in ids}
+        result: dict[uuid.UUID, ThreadStatus] = dict.fromkeys(ids, "idle")
         queued = await self.session.scalars(
             select(AgentRunRequest.conversation_id)
             .where(
@@ -155,8 +151,11 @@ class ConversationRepository:
             )
         )
         for cid, status in active:
-            result[cid] = status.value
+            result[cid] = _THREAD_STATUS_OF_ACTIVE_RUN[status]
         return result
+
+    async def status(self, conversation_id: uuid.UUID) -> ThreadStatus:
+        return (await self.statuses([conversation_id]))[conversation_id]
 
     async def delete(self, conversation_id: uuid.UUID) -> None:
         await self.session.execute(delete(Conversation).where(Conversation.id == conversation_id))

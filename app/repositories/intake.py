@@ -15,11 +15,16 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.db.errors import constraint_of
+from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.runs import WORK_CHANNEL
-from app.services.errors import NotFound
+
+#: The unique index on (conversation_id, idempotency_key) (alembic 0004_i14api).
+IDEMPOTENCY_KEY_INDEX = "uq_requests_conversation_idempotency_key"
 
 # The final SELECT also wakes workers in other processes (NOTIFY, delivered at commit) when the
 # thread had no queued request before this one (the statement's snapshot does not see its own
@@ -28,41 +33,58 @@ from app.services.errors import NotFound
 # ``cfg`` sets the transaction-local lock_timeout (``set_config(..., true)`` is ``SET LOCAL``)
 # before ``locked`` can wait: the lock is taken by LockRows on the rows the join with ``cfg``
 # emits, so ``cfg`` is always evaluated first. Data-modifying CTEs run exactly once.
+# ``earlier``: a request of this thread with the same Idempotency-Key (never one with a NULL
+# key: ``= NULL`` is not true). When there is one, nothing is written and the last SELECT's
+# second branch returns it with its message's seq and its body's fingerprint.
+# Not indented, and the request insert first: pg_stat_activity shows only the first 1 kB of a
+# statement, and operators (and tests/integration/test_faults.py) look for what it is blocked on.
 _ACCEPT = text(
     """
-    WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v),
-    locked AS (
-        SELECT c.id FROM conversations c, cfg
-        WHERE c.id = :thread_id AND c.owner_id = :owner_id AND NOT c.archived
-        FOR UPDATE OF c
-    ),
-    conv AS (
-        UPDATE conversations c
-        SET next_message_seq = c.next_message_seq + 1,
-            next_request_seq = c.next_request_seq + 1,
-            updated_at = now()
-        FROM locked WHERE c.id = locked.id
-        RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq
-    ),
-    msg AS (
-        INSERT INTO messages (id, conversation_id, seq, role, content, lc_id, request_id)
-        SELECT :message_id, :thread_id, conv.message_seq, 'user', :content, :lc_id, :request_id
-        FROM conv
-        RETURNING seq
-    ),
-    req AS (
-        INSERT INTO agent_run_requests (id, conversation_id, seq, payload, status)
-        SELECT :request_id, :thread_id, conv.request_seq, CAST(:payload AS jsonb), 'queued'
-        FROM conv
-        RETURNING id
+WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v),
+locked AS (
+    SELECT c.id FROM conversations c, cfg
+    WHERE c.id = :thread_id AND c.owner_id = :owner_id
+    FOR UPDATE OF c
+),
+earlier AS (
+    SELECT r.id, r.idempotency_fingerprint, CAST(r.payload->>'message_id' AS uuid) AS message_id
+    FROM agent_run_requests r, locked
+    WHERE r.conversation_id = locked.id AND r.idempotency_key = :idempotency_key
+),
+conv AS (
+    UPDATE conversations c
+    SET next_message_seq = c.next_message_seq + 1,
+        next_request_seq = c.next_request_seq + 1,
+        updated_at = now()
+    FROM locked WHERE c.id = locked.id AND NOT EXISTS (SELECT 1 FROM earlier)
+    RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq
+),
+req AS (
+    INSERT INTO agent_run_requests (
+        id, conversation_id, seq, payload, status, idempotency_key, idempotency_fingerprint
     )
-    SELECT msg.seq,
-        CASE WHEN NOT EXISTS (
-            SELECT 1 FROM agent_run_requests q
-            WHERE q.conversation_id = :thread_id AND q.status = 'queued'
-        ) THEN pg_notify(:work_channel, '') END AS woke
-    FROM msg, req
-    """
+    SELECT :request_id, :thread_id, conv.request_seq, CAST(:payload AS jsonb), 'queued',
+        :idempotency_key, :fingerprint
+    FROM conv
+    RETURNING id
+),
+msg AS (
+    INSERT INTO messages (id, conversation_id, seq, role, content, lc_id, request_id)
+    SELECT :message_id, :thread_id, conv.message_seq, 'user', :content, :lc_id, :request_id
+    FROM conv
+    RETURNING seq
+)
+SELECT req.id AS request_id, CAST(:message_id AS uuid) AS message_id, msg.seq,
+    NULL AS earlier_fingerprint, false AS replayed,
+    CASE WHEN NOT EXISTS (
+        SELECT 1 FROM agent_run_requests q
+        WHERE q.conversation_id = :thread_id AND q.status = 'queued'
+    ) THEN pg_notify(:work_channel, '') END AS woke
+FROM msg, req
+UNION ALL
+SELECT e.id, e.message_id, m.seq, e.idempotency_fingerprint, true, NULL
+FROM earlier e JOIN messages m ON m.id = e.message_id
+"""
 )
 
 
@@ -71,24 +93,68 @@ class AcceptedRow:
     request_id: uuid.UUID
     message_id: uuid.UUID
     seq: int
+    #: True when the Idempotency-Key was used before on this thread: nothing was written and
+    #: this is the earlier request; ``fingerprint`` is then the earlier body's.
+    replayed: bool = False
+    fingerprint: str | None = None
 
 
 class IntakeRepository:
-    """On a bare connection (the caller's transaction or autocommit): nothing ORM-mapped."""
+    """On a bare connection in autocommit (one statement is its own transaction, and the
+    idempotency retry below needs the failed one rolled back): nothing ORM-mapped."""
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 
     async def accept_user_message(
-        self, thread_id: uuid.UUID, owner_id: str, content: str, *, lock_timeout_ms: int
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        content: str,
+        *,
+        lock_timeout_ms: int,
+        idempotency_key: str | None = None,
+        fingerprint: str | None = None,
     ) -> AcceptedRow:
-        """Message + queued request under the thread's row lock; NotFound for a thread the
-        owner cannot see, ThreadBusy when the lock is not granted within the timeout."""
+        """Message + queued request under the thread's row lock, or (``idempotency_key`` used
+        before on this thread) the earlier request, unchanged. NotFound for a thread the owner
+        cannot see, ThreadBusy when the lock is not granted within the timeout.
+
+        Two concurrent posts with the same key: the second waits for the first's lock, but its
+        statement's snapshot predates the first's commit, so ``earlier`` misses the first's
+        request and the insert hits the unique index on (thread, key). The statement failed
+        whole (autocommit); run once more, with a snapshot that sees the first request.
+        """
+        for attempt in (1, 2):
+            try:
+                return await self._accept(
+                    thread_id,
+                    owner_id,
+                    content,
+                    lock_timeout_ms=lock_timeout_ms,
+                    idempotency_key=idempotency_key,
+                    fingerprint=fingerprint,
+                )
+            except IntegrityError as exc:
+                if attempt == 2 or constraint_of(exc) != IDEMPOTENCY_KEY_INDEX:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _accept(
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        content: str,
+        *,
+        lock_timeout_ms: int,
+        idempotency_key: str | None,
+        fingerprint: str | None,
+    ) -> AcceptedRow:
         message_id, request_id = uuid.uuid4(), uuid.uuid4()
         lc_id = f"user-{uuid.uuid4()}"
         payload = {"content": content, "message_id": str(message_id), "lc_id": lc_id}
         async with lock_errors_as_busy("the thread is locked by another operation"):
-            seq = await self.conn.scalar(
+            result = await self.conn.execute(
                 _ACCEPT,
                 {
                     "lock_timeout": str(int(lock_timeout_ms)),
@@ -99,9 +165,18 @@ class IntakeRepository:
                     "content": content,
                     "lc_id": lc_id,
                     "payload": json.dumps(payload),
+                    "idempotency_key": idempotency_key,
+                    "fingerprint": fingerprint,
                     "work_channel": WORK_CHANNEL,
                 },
             )
-        if seq is None:
+            row = result.first()
+        if row is None:
             raise NotFound(f"thread {thread_id} not found")
-        return AcceptedRow(request_id=request_id, message_id=message_id, seq=int(seq))
+        return AcceptedRow(
+            request_id=row.request_id,
+            message_id=row.message_id,
+            seq=int(row.seq),
+            replayed=bool(row.replayed),
+            fingerprint=row.earlier_fingerprint,
+        )

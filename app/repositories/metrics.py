@@ -29,7 +29,7 @@ class MetricsRepository:
             .where(text(ACTIVE_RUN_SQL))
             .group_by(AgentRun.status)
         )
-        counts = {s.value: 0 for s in ACTIVE_RUN_STATUSES}
+        counts: dict[str, int] = {s.value: 0 for s in ACTIVE_RUN_STATUSES}
         for status, count in rows.all():
             counts[RunStatus(status).value] = int(count)
         return counts

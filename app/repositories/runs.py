@@ -20,6 +20,7 @@ from app.db.models import (
     RunStatus,
 )
 from app.db.run_events import RunError, StatusEvent
+from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RunEventRepository
 
@@ -45,41 +46,6 @@ class RunRequestRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def enqueue(
-        self,
-        conversation_id: uuid.UUID,
-        seq: int,
-        payload: dict[str, Any],
-        *,
-        request_id: uuid.UUID | None = None,
-        idempotency_key: str | None = None,
-        idempotency_fingerprint: str | None = None,
-    ) -> AgentRunRequest:
-        req = AgentRunRequest(
-            id=request_id or uuid.uuid4(),
-            conversation_id=conversation_id,
-            seq=seq,
-            payload=payload,
-            status=RequestStatus.QUEUED,
-            idempotency_key=idempotency_key,
-            idempotency_fingerprint=idempotency_fingerprint,
-        )
-        self.session.add(req)
-        await self.session.flush()
-        return req
-
-    async def has_queued(self, conversation_id: uuid.UUID) -> bool:
-        return bool(
-            await self.session.scalar(
-                select(
-                    exists().where(
-                        AgentRunRequest.conversation_id == conversation_id,
-                        AgentRunRequest.status == RequestStatus.QUEUED,
-                    )
-                )
-            )
-        )
-
     async def oldest_queued(self, conversation_id: uuid.UUID) -> AgentRunRequest | None:
         return await self.session.scalar(
             select(AgentRunRequest)
@@ -102,31 +68,23 @@ class RunRequestRepository:
 
     async def get_owned(
         self, request_id: uuid.UUID, owner_id: str, *, for_update: bool = False
-    ) -> AgentRunRequest | None:
-        """Another owner's request is indistinguishable from a missing one."""
+    ) -> AgentRunRequest:
+        """Another owner's request is indistinguishable from a missing one (404, not 403)."""
         stmt = (
             select(AgentRunRequest)
             .join(Conversation, Conversation.id == AgentRunRequest.conversation_id)
             .where(
                 AgentRunRequest.id == request_id,
                 Conversation.owner_id == owner_id,
-                Conversation.archived.is_(False),
             )
             .execution_options(populate_existing=True)
         )
         if for_update:
             stmt = stmt.with_for_update(of=AgentRunRequest)
-        return await self.session.scalar(stmt)
-
-    async def by_idempotency_key(
-        self, conversation_id: uuid.UUID, key: str
-    ) -> AgentRunRequest | None:
-        return await self.session.scalar(
-            select(AgentRunRequest).where(
-                AgentRunRequest.conversation_id == conversation_id,
-                AgentRunRequest.idempotency_key == key,
-            )
-        )
+        request = await self.session.scalar(stmt)
+        if request is None:
+            raise NotFound(f"request {request_id} not found")
+        return request
 
     async def cancelled_among(self, request_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """Which of these requests were cancelled (their user messages are withdrawn)."""
@@ -159,7 +117,7 @@ class RunRequestRepository:
         )
         stmt = (
             select(Conversation.id)
-            .where(queued.is_not(None), ~active, Conversation.archived.is_(False))
+            .where(queued.is_not(None), ~active)
             .order_by(queued)
             .limit(1)
             .with_for_update(of=Conversation, skip_locked=True)
@@ -175,23 +133,20 @@ class RunRepository:
         """Wake the workers of every process when the surrounding transaction commits."""
         await self.session.execute(select(func.pg_notify(WORK_CHANNEL, "")))
 
-    async def active_status(self, conversation_id: uuid.UUID) -> RunStatus | None:
-        return await self.session.scalar(
-            select(AgentRun.status).where(
-                AgentRun.conversation_id == conversation_id,
-                AgentRun.status.in_(ACTIVE_RUN_STATUSES),
-            )
-        )
 
     async def get(self, run_id: uuid.UUID) -> AgentRun | None:
         return await self.session.get(AgentRun, run_id, populate_existing=True)
 
-    async def get_owned(self, run_id: uuid.UUID, owner_id: str) -> AgentRun | None:
-        return await self.session.scalar(
+    async def get_owned(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
+        """Another owner's run is indistinguishable from a missing one (404, not 403)."""
+        run = await self.session.scalar(
             select(AgentRun)
             .join(Conversation, Conversation.id == AgentRun.conversation_id)
             .where(AgentRun.id == run_id, Conversation.owner_id == owner_id)
         )
+        if run is None:
+            raise NotFound(f"run {run_id} not found")
+        return run
 
     async def for_request(self, request_id: uuid.UUID) -> AgentRun | None:
         """The run that answers a dispatched request (runs are never replayed: at most one)."""

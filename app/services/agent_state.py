@@ -18,20 +18,9 @@ from app.agents.summary_messages import (
 )
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunRepository, RunRequestRepository
 
 #: Manual compression is suggested from this share of ``summary_threshold`` on (display only).
 SUGGEST_PERCENT = 85
-
-
-async def busy_reason(session: AsyncSession, thread_id: uuid.UUID) -> str | None:
-    """Why the thread is not idle: a running/interrupted run or queued input (None when idle)."""
-    status = await RunRepository(session).active_status(thread_id)
-    if status is not None:
-        return f"run_{status.value}"
-    if await RunRequestRepository(session).has_queued(thread_id):
-        return "request_queued"
-    return None
 
 
 def compression_suggested(input_tokens: int, threshold: int) -> bool:
@@ -79,8 +68,9 @@ class AgentStateService:
 
     async def view(self, thread_id: uuid.UUID, owner_id: str) -> StateView:
         async with self.sessions() as session:
-            await ConversationRepository(session).get_owned(thread_id, owner_id)
-            busy = await busy_reason(session, thread_id)
+            conversations = ConversationRepository(session)
+            await conversations.get_owned(thread_id, owner_id)
+            status = await conversations.status(thread_id)
         snapshot = await AgentStateRepository(self.agent.graph).get(thread_id)
         compressor = self.agent.compressor
         threshold = compressor.summary_threshold
@@ -90,9 +80,8 @@ class AgentStateService:
         # The summary may be several stacked segments at the head of the view.
         summary_present = any(is_summary_message(m) for m in snapshot.messages)
         summarized = summarized_count(snapshot.messages)
-        if not self.agent.capabilities.get("manual_compression", False):
-            available, reason = False, "not_supported"
-        elif busy is not None:
+        # Every agent supports manual compression: only the thread's state can stand in the way.
+        if status != "idle":
             available, reason = False, "thread_busy"
         elif not snapshot.messages:
             available, reason = False, "empty_history"

@@ -22,11 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.graph import AgentRuntime
 from app.agents.outcome import record_outcome
 from app.agents.summarizers import SummaryError
-from app.errors import NothingToCompress, WorkdirUnavailable
+from app.domain.errors import (
+    CompressionFailed,
+    NothingToCompress,
+    ThreadBusy,
+    WorkdirUnavailable,
+)
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
-from app.services.agent_state import busy_reason
-from app.services.errors import CompressionFailed, NotSupported, ThreadBusy
 
 log = structlog.get_logger(__name__)
 
@@ -49,15 +52,12 @@ class ContextCompressionService:
         self.state = AgentStateRepository(agent.graph)
 
     async def compress(self, thread_id: uuid.UUID, owner_id: str) -> CompressionReport:
-        if not self.agent.capabilities.get("manual_compression", False):
-            raise NotSupported("this agent does not support manual compression")
         async with self.sessions() as session, session.begin():
-            await ConversationRepository(session).lock(
-                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
-            )
-            busy = await busy_reason(session, thread_id)
-            if busy is not None:
-                raise ThreadBusy(f"the thread is busy ({busy}); try again when it is idle")
+            conversations = ConversationRepository(session)
+            await conversations.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            status = await conversations.status(thread_id)
+            if status != "idle":
+                raise ThreadBusy(f"the thread is busy ({status}); try again when it is idle")
             snapshot = await self.state.get(thread_id)
             if not snapshot.messages:
                 raise NothingToCompress("the thread has no model-visible history yet")

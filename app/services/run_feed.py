@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.errors import is_connection_error
 from app.db.models import AgentRun, RunEvent, RunStatus
+from app.domain.errors import DatabaseUnavailable, NotFound
 from app.repositories.runs import RunEventRepository, RunRepository
-from app.services.errors import DatabaseUnavailable, NotFound
 from app.worker.notifier import FALLBACK_POLL_SECONDS, RunEventNotifier
 
 log = structlog.get_logger(__name__)
@@ -63,16 +63,12 @@ class RunFeed:
         """The run's events after ``after_id`` and its status; NotFound for another owner's."""
         async with self.sessions() as session:
             run = await RunRepository(session).get_owned(run_id, owner_id)
-            if run is None:
-                raise NotFound(f"run {run_id} not found")
             events = await RunEventRepository(session).after(run_id, after_id)
             return events, run.status
 
     async def get(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
         async with self.sessions() as session:
             run = await RunRepository(session).get_owned(run_id, owner_id)
-            if run is None:
-                raise NotFound(f"run {run_id} not found")
             return run
 
     async def follow(

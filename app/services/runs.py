@@ -19,15 +19,14 @@ from app.db.models import (
     RequestStatus,
     RunStatus,
 )
-from app.repositories.conversations import ConversationRepository
-from app.repositories.runs import RunRepository, RunRequestRepository
-from app.services.errors import (
+from app.domain.errors import (
     InvalidState,
     InvalidToolArguments,
-    NotFound,
     RequestNotQueued,
     ValidationFailed,
 )
+from app.repositories.conversations import ConversationRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.worker.errors import CANCELLED
 
 
@@ -132,15 +131,11 @@ class RunService:
     async def get(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
         async with self.sessions() as session:
             run = await RunRepository(session).get_owned(run_id, owner_id)
-            if run is None:
-                raise NotFound(f"run {run_id} not found")
             return run
 
     async def get_request(self, request_id: uuid.UUID, owner_id: str) -> RequestView:
         async with self.sessions() as session:
             request = await RunRequestRepository(session).get_owned(request_id, owner_id)
-            if request is None:
-                raise NotFound(f"request {request_id} not found")
             return RequestView(request, await RunRepository(session).for_request(request_id))
 
     async def cancel_request(self, request_id: uuid.UUID, owner_id: str) -> RequestView:
@@ -150,20 +145,16 @@ class RunService:
         async with self.sessions() as session, session.begin():
             requests = RunRequestRepository(session)
             found = await requests.get_owned(request_id, owner_id)
-            if found is None:
-                raise NotFound(f"request {request_id} not found")
             # The worker claims under this lock too, so "queued" cannot change under us.
             await ConversationRepository(session).lock(
                 found.conversation_id, timeout_ms=self.lock_timeout_ms
             )
             request = await requests.get_owned(request_id, owner_id, for_update=True)
-            assert request is not None
             if request.status == RequestStatus.DISPATCHED:
                 raise RequestNotQueued("a run already took this request; cancel the run instead")
             if request.status == RequestStatus.QUEUED:
                 await requests.mark(request_id, RequestStatus.CANCELLED)
                 request = await requests.get_owned(request_id, owner_id)
-                assert request is not None
             return RequestView(request, None)
 
     async def list(self, thread_id: uuid.UUID, owner_id: str, *, limit: int) -> Sequence[AgentRun]:
@@ -175,8 +166,6 @@ class RunService:
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             owned = await runs.get_owned(run_id, owner_id)
-            if owned is None:
-                raise NotFound(f"run {run_id} not found")
             await ConversationRepository(session).lock(
                 owned.conversation_id, timeout_ms=self.lock_timeout_ms
             )
@@ -202,8 +191,6 @@ class RunService:
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             owned = await runs.get_owned(run_id, owner_id)
-            if owned is None:
-                raise NotFound(f"run {run_id} not found")
             await ConversationRepository(session).lock(
                 owned.conversation_id, timeout_ms=self.lock_timeout_ms
             )

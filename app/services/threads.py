@@ -14,11 +14,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.workdir import Workdir
 from app.db.models import Conversation, Message
+from app.domain.errors import ThreadBusy, ValidationFailed
+from app.domain.states import ThreadStatus
 from app.repositories.agent_state import AgentStateRepository
-from app.repositories.conversations import ConversationRepository
+from app.repositories.conversations import ACTIVE_THREAD_STATUSES, ConversationRepository
 from app.repositories.messages import MessageRepository
-from app.repositories.runs import RunRepository, RunRequestRepository
-from app.services.errors import ThreadBusy, ValidationFailed
+from app.repositories.runs import RunRequestRepository
 
 log = structlog.get_logger(__name__)
 
@@ -40,7 +41,7 @@ class ThreadView:
     """A thread with its computed status (idle / running / interrupted / queued)."""
 
     conversation: Conversation
-    status: str
+    status: ThreadStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +78,6 @@ class ThreadService:
                 owner_id=owner_id, agent_id=agent_id, title=title, metadata=metadata
             )
             return ThreadView(conv, "idle")
-
-    async def get(self, thread_id: uuid.UUID, owner_id: str) -> Conversation:
-        async with self.sessions() as session:
-            return await ConversationRepository(session).get_owned(thread_id, owner_id)
 
     async def view(self, thread_id: uuid.UUID, owner_id: str) -> ThreadView:
         async with self.sessions() as session:
@@ -130,7 +127,7 @@ class ThreadService:
         async with self.sessions() as session, session.begin():
             repo = ConversationRepository(session)
             await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
-            if await RunRepository(session).active_status(thread_id) is not None:
+            if await repo.status(thread_id) in ACTIVE_THREAD_STATUSES:
                 raise ThreadBusy("the thread has an active run; cancel it first")
             await repo.delete(thread_id)
         # The rows are gone (the thread is 404 from here on); now its model state and files.

@@ -13,8 +13,8 @@ from app.agents.workdir import (
     WorkdirPathError,
     WorkdirStream,
 )
+from app.domain.errors import NotFound, ValidationFailed
 from app.repositories.conversations import ConversationRepository
-from app.services.errors import NotFound, ValidationFailed
 
 
 class WorkdirFileService:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import pytest
 from alembic import command
+from alembic.script import ScriptDirectory
 
 from app.db.migrate import alembic_config, downgrade_base, upgrade_head
 from app.db.urls import libpq_url
@@ -71,3 +74,34 @@ def test_one_active_run_per_thread_is_enforced_by_the_schema(database_url: str) 
                 "('00000000-0000-0000-0000-000000000202', '00000000-0000-0000-0000-000000000001', "
                 "'00000000-0000-0000-0000-000000000102', 'interrupted')"
             )
+
+
+def test_dropping_archived_is_reversible(database_url: str) -> None:
+    """0006_i18 drops the never-set ``conversations.archived``; its downgrade restores it (false
+    for the rows already there), so rolling back a deploy keeps the older code's queries valid."""
+    script = ScriptDirectory.from_config(alembic_config(database_url))
+    before = script.get_revision("0006_i18").down_revision
+    assert isinstance(before, str)
+
+    def columns(conn: psycopg.Connection[Any]) -> set[str]:
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'conversations'"
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    with fresh_database(database_url) as url:
+        upgrade_head(url)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            assert "archived" not in columns(conn)
+            conn.execute(
+                "INSERT INTO conversations (id, owner_id, agent_id, title) "
+                "VALUES ('00000000-0000-0000-0000-000000000001', 'o', 'a', 't')"
+            )
+        command.downgrade(alembic_config(url), before)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            assert "archived" in columns(conn)
+            row = conn.execute("SELECT archived FROM conversations").fetchone()
+            assert row == (False,)
+        upgrade_head(url)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            assert "archived" not in columns(conn)

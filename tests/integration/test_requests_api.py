@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import psycopg
 import pytest
 
+from app.db.urls import libpq_url
 from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
 from tests.support.api import messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer
@@ -123,6 +125,47 @@ async def test_cancel_a_queued_request_withdraws_its_message(app_factory: AppFac
         late = await h.client.post(f"/v1/requests/{second['request_id']}/cancel", headers=AUTH)
         assert late.status_code == 409 and late.json()["error"] == "request_not_queued"
         assert await thread_status(h, tid) == "idle"
+
+
+async def _lock_waiters(conn: psycopg.AsyncConnection[Any], count: int) -> None:
+    """Until ``count`` PostMessage statements wait for a lock (generous: the machine is shared)."""
+    for _ in range(1200):
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO agent_run_requests%'"
+        )
+        row = await cur.fetchone()
+        if row is not None and row[0] >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never saw {count} posts waiting for the thread's lock")
+
+
+async def test_same_key_retries_queued_behind_a_lock_get_one_request(
+    app_factory: AppFactory,
+) -> None:
+    """Two retries with one Idempotency-Key both start while the thread's row is locked, so
+    both statements' snapshots predate either insert: the second to get the lock does not see
+    the first's request and hits the unique index. It must answer the first request (202, same
+    body), not fail: the intake write runs again with a fresh snapshot."""
+    async with app_factory(start_worker=False, lock_timeout_ms=60_000) as h:
+        tid = await new_thread(h)
+        url = libpq_url(h.container.database_url)
+        async with (
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as holder,
+            # Another session: pg_stat_activity is read once per transaction, the holder's is open.
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher,
+        ):
+            await holder.execute("BEGIN")
+            await holder.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (tid,))
+            key = {"Idempotency-Key": "held-1"}
+            posts = [asyncio.create_task(post(h, tid, "hello", **key)) for _ in range(2)]
+            await _lock_waiters(watcher, 2)
+            await holder.execute("COMMIT")
+            answers = await asyncio.gather(*posts)
+        assert [a.status_code for a in answers] == [202, 202], [a.text for a in answers]
+        assert answers[0].json() == answers[1].json()
+        assert [m["content"] for m in await messages(h, tid)] == ["hello"]
 
 
 async def test_idempotency_key_replays_and_refuses_reuse(app_factory: AppFactory) -> None:

@@ -2,14 +2,15 @@
 
 A generated client turns an enum into a closed type (openapi-python-client raises on a value it
 does not know), so every code the service can answer must be listed: the domain errors' codes,
-the framework-error mapping and the literal codes of app/api/errors.py.
+the framework-error mapping, the literal codes of app/api/errors.py and those the HTTP server
+answers itself (app/http_server.py, before any request reaches Litestar).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from litestar.testing import TestClient
@@ -19,7 +20,9 @@ from app import http_server
 from app.api import errors as api_errors
 from app.api.schemas import ErrorCode
 from app.config import load_settings
-from app.errors import DomainError
+from app.db.models import RequestStatus, RunStatus
+from app.domain.errors import DomainError
+from app.domain.states import RequestStatusName, RunStatusName
 from app.main import create_app
 
 
@@ -50,7 +53,7 @@ def test_every_code_the_service_answers_is_in_the_enum() -> None:
 def test_run_error_codes_match_the_schema_enum() -> None:
     from typing import get_args
 
-    from app.db.run_events import RunErrorCode
+    from app.domain.states import RunErrorCode
     from app.worker import errors as run_errors
 
     codes = {v.code for v in vars(run_errors).values() if isinstance(v, run_errors.RunError)}
@@ -136,3 +139,13 @@ def test_cors_origins_are_validated_at_start() -> None:
     assert load_settings({}).http.cors_origin_list() == []
     with pytest.raises(ValueError, match="THREADKEEPER_CORS_ORIGINS"):
         load_settings({"THREADKEEPER_CORS_ORIGINS": "a.example"})
+
+
+@pytest.mark.parametrize(
+    ("enum_type", "names"),
+    [(RequestStatus, RequestStatusName), (RunStatus, RunStatusName)],
+)
+def test_status_enums_hold_exactly_their_vocabulary(enum_type: type, names: Any) -> None:
+    """``_value_`` types the ORM enums' values as these Literals (the schemas' types): they must
+    be the same set, or a mapper would hand a response a value its schema does not declare."""
+    assert {m.value for m in enum_type} == set(get_args(names))

@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from app.api.followers import Followers
-from app.services.errors import StreamsUnavailable, TooManyStreams
+from app.domain.errors import StreamsUnavailable, TooManyStreams
 
 
 async def test_caps_and_places_given_back() -> None:

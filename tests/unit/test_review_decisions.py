@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from app.services.errors import InvalidToolArguments, ValidationFailed
+from app.domain.errors import InvalidToolArguments, ValidationFailed
 from app.services.runs import ReviewDecision, hitl_decisions
 
 

@@ -44,7 +44,7 @@ from app.agents.summary_messages import (
 )
 from app.agents.tokens import TokenCounter
 from app.agents.workdir import INDEX_PATH, Workdir
-from app.errors import NothingToCompress, WorkdirUnavailable
+from app.domain.errors import NothingToCompress, WorkdirUnavailable
 from tests.support.summarizers import CountingSummarizer, EmptySummarizer, FailingSummarizer
 
 COUNTER = TokenCounter()

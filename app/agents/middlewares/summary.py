@@ -74,7 +74,7 @@ from app.agents.tokens import (
 )
 from app.agents.workdir import INDEX_PATH, Workdir
 from app.config import CompressionSettings
-from app.errors import NothingToCompress, WorkdirUnavailable
+from app.domain.errors import NothingToCompress, WorkdirUnavailable
 
 log = structlog.get_logger(__name__)
 

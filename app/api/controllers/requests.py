@@ -19,9 +19,9 @@ def request_out(view: RequestView) -> RequestOut:
         id=r.id,
         thread_id=r.conversation_id,
         message_id=uuid.UUID(r.payload["message_id"]),
-        status=r.status.value,  # type: ignore[arg-type]  # RequestStatus values == the Literal
+        status=r.status.value,
         run_id=run.id if run is not None else None,
-        run_status=run.status.value if run is not None else None,  # type: ignore[arg-type]
+        run_status=run.status.value if run is not None else None,
         created_at=r.created_at,
     )
 

@@ -27,7 +27,7 @@ from app.api.schemas import (
 )
 from app.db.models import AgentRun, RunEvent
 from app.db.run_events import RunEventData
-from app.services.errors import ValidationFailed
+from app.domain.errors import ValidationFailed
 from app.services.run_feed import RunFeed
 from app.services.runs import ReviewDecision, RunService
 
@@ -88,7 +88,7 @@ def run_out(r: AgentRun) -> RunOut:
         id=r.id,
         thread_id=r.conversation_id,
         request_id=r.request_id,
-        status=r.status.value,  # type: ignore[arg-type]  # RunStatus values == RunStatusName
+        status=r.status.value,
         error=r.error,
         error_code=r.error_code,  # type: ignore[arg-type]  # app/worker/errors.py codes == RunErrorCode
         interrupt=r.interrupt,

@@ -28,7 +28,7 @@ from app.api.schemas import (
     UpdateThreadIn,
 )
 from app.db.models import Conversation, Message
-from app.services.errors import ValidationFailed
+from app.domain.errors import ValidationFailed
 from app.services.intake import IntakeService
 from app.services.threads import ThreadService, ThreadView
 
@@ -39,7 +39,7 @@ def thread_out(view: ThreadView) -> ThreadOut:
         id=c.id,
         title=c.title,
         agent_id=c.agent_id,
-        status=view.status,  # type: ignore[arg-type]  # computed from the same four values
+        status=view.status,
         metadata=c.meta,
         created_at=c.created_at,
         updated_at=c.updated_at,
@@ -50,7 +50,7 @@ def message_out(m: Message, *, withdrawn: bool = False) -> MessageOut:
     return MessageOut(
         id=m.id,
         seq=m.seq,
-        role=m.role,  # type: ignore[arg-type]  # user | assistant | tool
+        role=m.role,
         content=m.content,
         tool_calls=m.tool_calls,
         tool_call_id=m.tool_call_id,

@@ -1,11 +1,48 @@
 """Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP.
 
-The base class and the errors the agent core raises live in ``app/errors.py``.
+They live below every layer, so the layer that decides a refusal raises it: a repository raises
+``NotFound`` or ``ThreadBusy``, the compression core (``app/agents``) ``NothingToCompress`` or
+``WorkdirUnavailable``, without importing the services that use them.
 """
 
 from __future__ import annotations
 
-from app.errors import DomainError
+
+class DomainError(Exception):
+    code: str = "error"
+    status_code: int = 400
+    #: Seconds a client should wait before retrying (the ``Retry-After`` header), if any.
+    retry_after: str | None = None
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail or self.code)
+        self.detail = detail or self.code
+
+
+class NothingToCompress(DomainError):
+    """Manual compression refused: nothing could be offloaded or summarized (history too short
+    or empty). ``tokens``: the view's size when the compressor measured it."""
+
+    code = "nothing_to_compress"
+    status_code = 422
+
+    def __init__(self, detail: str = "", *, tokens: int | None = None) -> None:
+        super().__init__(detail)
+        self.tokens = tokens
+
+
+class WorkdirUnavailable(DomainError):
+    """Offloading was needed but the Workdir could not be written (full disk, read-only mount,
+    blocked path). Nothing was shrunk or written. ``reason``: the first failure, without paths;
+    ``failed``: how many results could not be offloaded."""
+
+    code = "workdir_unavailable"
+    status_code = 507
+
+    def __init__(self, detail: str = "", *, reason: str = "", failed: int = 0) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.failed = failed
 
 
 class NotFound(DomainError):
@@ -55,11 +92,6 @@ class InvalidToolArguments(DomainError):
     """Well-formed request, but edited tool arguments do not fit the tool's schema."""
 
     code = "validation_error"
-    status_code = 422
-
-
-class NotSupported(DomainError):
-    code = "not_supported"
     status_code = 422
 
 

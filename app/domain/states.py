@@ -1,0 +1,28 @@
+"""The state vocabularies, each spelled once.
+
+The ORM (app/db/models.py: its enums declare ``_value_`` as these Literals) and the API's schemas
+(app/api/schemas.py) both use them, so a row's status goes into a response with no cast, and the
+OpenAPI document lists the same values the database holds (tests/unit/test_error_codes.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+RequestStatusName = Literal["queued", "dispatched", "cancelled"]
+RunStatusName = Literal["running", "interrupted", "completed", "failed", "cancelled"]
+#: Why a run failed or was cancelled (app/worker/errors.py; a unit test keeps them equal).
+RunErrorCode = Literal[
+    "provider_error",
+    "context_overflow",
+    "database_unavailable",
+    "tool_error",
+    "internal_error",
+    "lease_expired",
+    "worker_stopped",
+    "cancelled",
+]
+#: A thread's computed status (ConversationRepository.statuses): idle, its active run's status,
+#: or queued (input waits and no run is active).
+ThreadStatus = Literal["idle", "running", "interrupted", "queued"]
+MessageRole = Literal["user", "assistant", "tool"]

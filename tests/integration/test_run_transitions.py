@@ -16,10 +16,17 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db.models import AgentRun, Conversation, RequestStatus, RunEvent, RunStatus
+from app.db.models import (
+    AgentRun,
+    AgentRunRequest,
+    Conversation,
+    RequestStatus,
+    RunEvent,
+    RunStatus,
+)
 from app.db.run_events import StatusEvent
 from app.db.session import create_engine, create_session_factory
-from app.repositories.runs import IllegalTransition, RunRepository, RunRequestRepository
+from app.repositories.runs import IllegalTransition, RunRepository
 from app.worker.errors import CANCELLED, LEASE_EXPIRED
 
 pytestmark = pytest.mark.integration
@@ -45,10 +52,17 @@ async def started(sessions: Sessions) -> uuid.UUID:
         conv = Conversation(id=uuid.uuid4(), owner_id="alice")
         session.add(conv)
         await session.flush()
-        request = await RunRequestRepository(session).enqueue(
-            conv.id, 1, {"content": "hi", "lc_id": "h1"}
+        # The request as a worker finds it once claimed (intake itself is one SQL statement on
+        # its own connection: tests/integration/test_requests_api.py covers it).
+        request = AgentRunRequest(
+            id=uuid.uuid4(),
+            conversation_id=conv.id,
+            seq=1,
+            payload={"content": "hi", "lc_id": "h1"},
+            status=RequestStatus.DISPATCHED,
         )
-        await RunRequestRepository(session).mark(request.id, RequestStatus.DISPATCHED)
+        session.add(request)
+        await session.flush()
         run = await RunRepository(session).start(
             conversation_id=conv.id, request_id=request.id, holder=HOLDER, lease_seconds=30
         )

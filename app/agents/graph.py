@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from app.agents.context import AgentContext
+from app.agents.middlewares.boundary import StorableOutputMiddleware, ToolResultGuardMiddleware
 from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
 from app.agents.tools import tool_error_content
 
@@ -52,9 +53,14 @@ def build_agent_runtime(
     }
     if gated:
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=gated))
-    # Innermost: a tool that raises answers the model with an error ToolMessage (sanitized);
+    # A tool that raises answers the model with an error ToolMessage (sanitized);
     # interrupts and other graph signals still propagate.
     middleware.append(ToolErrorMiddleware(on_error=tool_error_content))
+    # Nearest the model and the tools (last = innermost): the request as finally sent has every
+    # tool call answered, and what comes back is storable before the summary middleware, the
+    # checkpoint or the worker see it.
+    middleware.append(ToolResultGuardMiddleware())
+    middleware.append(StorableOutputMiddleware())
     system_message = SystemMessage(content=system_prompt)
     graph = create_agent(
         model=model,

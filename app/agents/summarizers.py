@@ -24,6 +24,7 @@ from app import metrics, telemetry
 from app.agents.extracts import KB_CITE, dedupe, first_sentence, preview_ids, short, urls
 from app.agents.messages import message_text
 from app.agents.models import build_chat_model
+from app.agents.storable import storable_text
 from app.agents.tokens import count_tokens, get_encoding, truncate_to_tokens
 from app.agents.tool_names import QUERY_KB
 from app.config import CompressionSettings, ModelSettings
@@ -413,7 +414,8 @@ class LLMSummarizer:
             if self.timeout_seconds
             else await call
         )
-        text = message_text(result).strip()
+        # Provider text: the summary goes into the checkpoint and the compression events.
+        text = storable_text(message_text(result)).strip()
         if not text:
             raise SummarizerError("the summarizer model returned an empty summary")
         # Providers may ignore max_tokens (or count differently); the bound is ours to keep.

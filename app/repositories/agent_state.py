@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import StateSnapshot
 
 
 class CheckpointerRequired(RuntimeError):
@@ -27,6 +28,15 @@ class AgentStateSnapshot:
     interrupts: tuple[Any, ...] = ()
 
 
+def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
+    values = state.values or {}
+    return AgentStateSnapshot(
+        messages=list(values.get("messages", [])),
+        next=tuple(state.next or ()),
+        interrupts=tuple(state.interrupts or ()),
+    )
+
+
 class AgentStateRepository:
     def __init__(self, graph: Any) -> None:
         if getattr(graph, "checkpointer", None) in (None, False):
@@ -38,13 +48,16 @@ class AgentStateRepository:
         return {"configurable": {"thread_id": str(thread_id)}}
 
     async def get(self, thread_id: uuid.UUID | str) -> AgentStateSnapshot:
-        state = await self.graph.aget_state(self.config(thread_id))
-        values = state.values or {}
-        return AgentStateSnapshot(
-            messages=list(values.get("messages", [])),
-            next=tuple(state.next or ()),
-            interrupts=tuple(state.interrupts or ()),
-        )
+        """LangGraph's live view (saved writes of unfinished steps included)."""
+        return _snapshot(await self.graph.aget_state(self.config(thread_id)))
+
+    async def get_live_and_committed(
+        self, thread_id: uuid.UUID | str
+    ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
+        """The live view and the state the latest checkpoint itself holds (``committed_state``):
+        what a run finished and what the next run starts from, when a run died mid-step."""
+        live = await self.graph.aget_state(self.config(thread_id))
+        return _snapshot(live), _snapshot(await committed_state(self.graph, live))
 
     async def replace_messages(
         self, thread_id: uuid.UUID | str, messages: Sequence[BaseMessage]
@@ -74,3 +87,17 @@ class AgentStateRepository:
     async def delete_thread(self, thread_id: uuid.UUID | str) -> None:
         """Drop every checkpoint of a deleted thread (the checkpointer's own API)."""
         await self.graph.checkpointer.adelete_thread(str(thread_id))
+
+
+async def committed_state(graph: Any, live: StateSnapshot) -> StateSnapshot:
+    """The state as the latest checkpoint itself holds it.
+
+    ``aget_state`` without a checkpoint id is LangGraph's "live" view: it adds the saved writes
+    of tasks that finished after that checkpoint (a run that died mid-step leaves them) and
+    leaves those tasks out of ``next``. A graph started with new input discards such writes, so
+    whatever decides what the next run sends (the dangling-call repair, the retry point) must
+    look at the committed state; asked with ``live``'s checkpoint id, LangGraph returns it.
+    """
+    if live.config is None or "checkpoint_id" not in live.config.get("configurable", {}):
+        return live
+    return await graph.aget_state(live.config)  # type: ignore[no-any-return]

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolM
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.messages import message_text
+from app.agents.storable import storable_text, storable_value
 from app.agents.summary_messages import is_summary_message
 from app.agents.tokens import run_usage
 from app.db.models import Message
@@ -33,23 +34,13 @@ class LeaseLost(Exception):
 
 
 def json_safe(value: Any) -> Any:
-    """Plain JSON values PostgreSQL can store (jsonb refuses NUL in strings)."""
-    return _strip_nul(json.loads(json.dumps(value, default=str)))
+    """Plain JSON values PostgreSQL can store (``json`` round-trips a lone surrogate as one)."""
+    return storable_value(json.loads(json.dumps(value, default=str)))
 
 
-def _strip_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, list):
-        return [_strip_nul(v) for v in value]
-    if isinstance(value, dict):
-        return {storable(str(k)): _strip_nul(v) for k, v in value.items()}
-    return value
-
-
-def storable(text: str) -> str:
-    """PostgreSQL text cannot hold NUL; a model or tool may still emit one."""
-    return text.replace("\x00", "")
+def storable_id(value: str | None) -> str | None:
+    """Ids and names come from the provider too (a tool call's id, a completion id)."""
+    return None if value is None else storable_text(value)
 
 
 def interrupt_payload(interrupts: Any) -> Any:
@@ -64,18 +55,18 @@ def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
         calls = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
         return NewMessage(
             role="assistant",
-            content=storable(message_text(m)),
-            lc_id=m.id,
+            content=storable_text(message_text(m)),
+            lc_id=storable_id(m.id),
             tool_calls=json_safe(calls) or None,
             run_id=run_id,
         )
     assert isinstance(m, ToolMessage)
     return NewMessage(
         role="tool",
-        content=storable(message_text(m)),
-        lc_id=m.id,
-        tool_call_id=m.tool_call_id,
-        tool_name=m.name,
+        content=storable_text(message_text(m)),
+        lc_id=storable_id(m.id),
+        tool_call_id=storable_text(m.tool_call_id),
+        tool_name=storable_id(m.name),
         run_id=run_id,
     )
 
@@ -137,7 +128,7 @@ class DeltaBuffer:
 
     def drain(self) -> list[DeltaEvent]:
         out = [
-            DeltaEvent(type="delta", lc_id=k, text=storable("".join(v)))
+            DeltaEvent(type="delta", lc_id=storable_id(k), text=storable_text("".join(v)))
             for k, v in self._parts.items()
         ]
         self._parts.clear()
@@ -198,7 +189,9 @@ class RunLedger:
             stored = await MessageRepository(session).append(thread_id, rows)
             stored_ids = {s.lc_id for s in stored}
             # Usage is counted once per AI message actually stored (replays are skipped).
-            fresh_ai = [m for m in new if isinstance(m, AIMessage) and m.id in stored_ids]
+            fresh_ai = [
+                m for m in new if isinstance(m, AIMessage) and storable_id(m.id) in stored_ids
+            ]
             if fresh_ai:
                 usage = run_usage(fresh_ai)
                 await RunRepository(session).add_usage(

@@ -15,6 +15,7 @@ from app.db.errors import is_connection_error
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
 from app.worker.claims import ClaimedRun, human_of
 from app.worker.ledger import RunLedger, interrupt_payload
+from app.worker.repair import repair_dangling_tool_calls
 
 #: Times a run that lost its database connection goes on from its last checkpoint.
 DATABASE_RETRIES = 3
@@ -40,9 +41,11 @@ class DatabaseWait:
         #: Runs waiting for the database to answer again before they go on (observability).
         self.waiting: set[uuid.UUID] = set()
 
-    async def snapshot(self, run_id: uuid.UUID, thread_id: uuid.UUID) -> AgentStateSnapshot:
-        """The thread's state once both pools answer again (and the lease is still ours);
-        re-raises the connection error after ``lease_seconds`` of waiting."""
+    async def snapshot(
+        self, run_id: uuid.UUID, thread_id: uuid.UUID
+    ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
+        """The thread's live and committed state once both pools answer again (and the lease is
+        still ours); re-raises the connection error after ``lease_seconds`` of waiting."""
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_connection_error),  # LeaseLost and the rest: at once
             wait=wait_exponential(multiplier=0.1, max=2.0),
@@ -55,9 +58,11 @@ class DatabaseWait:
         finally:
             self.waiting.discard(run_id)
 
-    async def _read(self, run_id: uuid.UUID, thread_id: uuid.UUID) -> AgentStateSnapshot:
+    async def _read(
+        self, run_id: uuid.UUID, thread_id: uuid.UUID
+    ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
         await self.ledger.check_lease(run_id)  # the session pool answers, the run is ours
-        return await self.state.get(thread_id)  # the checkpointer's pool answers
+        return await self.state.get_live_and_committed(thread_id)  # the checkpointer's too
 
     async def resume_point(self, claimed: ClaimedRun, waiting: frozenset[str]) -> ResumePoint:
         """After a lost connection: where the run goes on, from the last saved checkpoint.
@@ -66,7 +71,7 @@ class DatabaseWait:
         (idempotent on their ids). Steps whose checkpoint was not written run again (LangGraph
         keeps the writes of finished tasks). ``waiting``: the interrupts a resumed run answers.
         """
-        snapshot = await self.snapshot(claimed.run_id, claimed.thread_id)
+        snapshot, committed = await self.snapshot(claimed.run_id, claimed.thread_id)
         view = snapshot.messages
         await self.ledger.persist_update(claimed.thread_id, claimed.run_id, {"messages": view})
         pending = snapshot.interrupts
@@ -79,11 +84,19 @@ class DatabaseWait:
                 return ResumePoint(True, {"messages": [human]})  # the input itself was never saved
         if pending:
             return ResumePoint(False, interrupt=interrupt_payload(pending))  # a new interrupt
-        if snapshot.next:
-            return ResumePoint(True)  # go on from the last checkpoint
+        if committed.next:
+            # Go on from the last checkpoint: its step runs again, except the tasks whose writes
+            # were saved (LangGraph applies those). The live view would call such a step done
+            # (a model reply with tool calls and no checkpoint after it), and restarting the
+            # graph on it would send the provider the calls without their results.
+            return ResumePoint(True)
         last = view[-1] if view else None
         if not (isinstance(last, AIMessage) and not last.tool_calls):
             # The checkpoint says "done" but the turn has no final answer (the outage ended the
-            # graph after a tool step): start the graph again on the saved messages.
+            # graph after a tool step): start the graph again on the saved messages, every
+            # tool call in them answered first.
+            await repair_dangling_tool_calls(
+                self.state, self.ledger, claimed.thread_id, claimed.run_id
+            )
             return ResumePoint(True, {"messages": []})
         return ResumePoint(False)  # the graph had finished

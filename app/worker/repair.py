@@ -1,50 +1,63 @@
-"""A run that died between a tool call and its result leaves a history no provider accepts:
-answer such calls with an explicit 'not executed' result before the thread goes on."""
+"""A run that ended between a tool call and its committed result leaves a history no provider
+accepts: answer such calls before the thread goes on.
+
+Read from the committed checkpoint (new input would discard anything after it). A tool that did
+finish keeps its real result (saved as the pending write of its task); otherwise the answer says
+why there is none (``repair_content``).
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+import structlog
+from langchain_core.messages import ToolMessage
 
-from app.repositories.agent_state import AgentStateRepository
+from app.agents.middlewares.boundary import (
+    NOT_APPROVED,
+    RESULT_UNKNOWN,
+    dangling_tool_calls,
+    unanswered_result,
+)
+from app.agents.storable import storable_message
+from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
 from app.worker.ledger import RunLedger
 
-
-def dangling_tool_calls(messages: list[AnyMessage]) -> list[dict[str, Any]]:
-    """Tool calls of AI messages that never got a ToolMessage (a run died between the two)."""
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    pending: list[dict[str, Any]] = []
-    for m in messages:
-        if isinstance(m, AIMessage):
-            for call in m.tool_calls:
-                if call.get("id") and call["id"] not in answered:
-                    pending.append({"id": call["id"], "name": call["name"]})
-    return pending
+log = structlog.get_logger(__name__)
 
 
-def not_executed(pending: list[dict[str, Any]]) -> list[ToolMessage]:
-    return [
-        ToolMessage(
-            content="Not executed: the run that requested this tool call ended first.",
-            tool_call_id=p["id"],
-            name=p["name"],
-            status="error",
-            id=f"repair-{p['id']}",  # one repair per tool call, however often retried
-        )
-        for p in pending
-    ]
+def repair_content(live: AgentStateSnapshot) -> str:
+    """Why a dangling tool call has no result: it waited for approval when its run was
+    cancelled (the tool never ran), or its run ended with the tool running or done but its
+    result not recorded (``kill -9``, a lost lease): then the tool may have run."""
+    return NOT_APPROVED if live.interrupts else RESULT_UNKNOWN
+
+
+def recovered_result(result: ToolMessage, call_id: str) -> ToolMessage:
+    """A finished tool's saved result, with the one id every repair of this call uses."""
+    return storable_message(result).model_copy(update={"id": f"repair-{call_id}"})
 
 
 async def repair_dangling_tool_calls(
     state: AgentStateRepository, ledger: RunLedger, thread_id: uuid.UUID, run_id: uuid.UUID
 ) -> None:
-    snapshot = await state.get(thread_id)
-    pending = dangling_tool_calls(snapshot.messages)
+    live, committed = await state.get_live_and_committed(thread_id)
+    pending = dangling_tool_calls(committed.messages)
     if not pending:
         return
-    patch = not_executed(pending)
+    finished = {m.tool_call_id: m for m in live.messages if isinstance(m, ToolMessage)}
+    patch = [
+        recovered_result(finished[p["id"]], p["id"])
+        if p["id"] in finished
+        else unanswered_result(p, repair_content(live))
+        for p in pending
+    ]
+    log.warning(
+        "dangling_tool_calls_answered",
+        run_id=str(run_id),
+        recovered=sum(p["id"] in finished for p in pending),
+        unknown=sum(p["id"] not in finished for p in pending),
+    )
     # Full history first (idempotent on the ids), then the model view.
     await ledger.store_messages(thread_id, run_id, patch)
     await state.add_tool_results(thread_id, patch)

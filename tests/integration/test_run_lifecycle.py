@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from app.agents.middlewares.boundary import NOT_APPROVED
 from app.agents.tokens import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
@@ -162,6 +163,9 @@ async def test_cancel_interrupted_run_frees_the_thread(app_factory: AppFactory) 
         )
         final = await h.wait_for_run(tid, statuses={"completed", "failed"})
         assert final["status"] == "completed", final
+        # The cancelled call never ran (it waited for approval), and its answer says so.
+        tools = [m["content"] for m in await messages(h, tid) if m["role"] == "tool"]
+        assert tools[0] == NOT_APPROVED
 
 
 async def test_cancel_running_run_over_http_model(app_factory: AppFactory) -> None:

@@ -12,8 +12,9 @@ Usage::
         srv.enqueue_text("The lease is 30 s [kb:1].")
         model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="gpt-test")
 
-Reply order for each chat completion: a pending fault (``fail_next``) -> the context-window
-check (HTTP 400 ``context_length_exceeded``) -> the scripted queue -> ``responder`` -> echo of
+Reply order for each chat completion: a pending fault (``fail_next``) -> a tool call without
+its result (HTTP 400, as real providers refuse it) -> the context-window check (HTTP 400
+``context_length_exceeded``) -> the scripted queue -> ``responder`` -> echo of
 the last user message.
 """
 
@@ -168,6 +169,34 @@ def overflow_body(context_window: int, prompt_tokens: int) -> JSON:
     )
 
 
+def unanswered_tool_calls(messages: Sequence[JSON]) -> list[str]:
+    """Ids of assistant tool calls that the tool messages right after them do not answer."""
+    missing: list[str] = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        calls = message["tool_calls"]
+        answered: set[str] = set()
+        for following in messages[index + 1 :]:
+            if following.get("role") != "tool":
+                break
+            answered.add(str(following.get("tool_call_id")))
+        missing.extend(str(c.get("id")) for c in calls if str(c.get("id")) not in answered)
+    return missing
+
+
+def unanswered_body(ids: Sequence[str]) -> JSON:
+    """What OpenAI answers (HTTP 400) to a tool call sent without its result."""
+    return _error_body(
+        "An assistant message with 'tool_calls' must be followed by tool messages responding "
+        "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+        + ", ".join(ids),
+        "invalid_request_error",
+        None,
+        "messages",
+    )
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -239,6 +268,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(fault.status, fault.body, fault.headers)
             return
         messages = request.get("messages") or []
+        unanswered = unanswered_tool_calls(messages) if owner.require_tool_results else []
+        if unanswered:
+            self._send_json(400, unanswered_body(unanswered))
+            return
         prompt_tokens = count_prompt_tokens(messages)
         if owner.context_window is not None and prompt_tokens > owner.context_window:
             self._send_json(400, overflow_body(owner.context_window, prompt_tokens))
@@ -441,8 +474,12 @@ class OpenAICompatibleServer:
         api_key: str | None = None,
         model: str = "gpt-test",
         block_timeout: float = 30.0,
+        require_tool_results: bool = True,
     ) -> None:
         self.context_window = context_window
+        #: Like a real provider: a request with an assistant tool call whose result does not
+        #: follow it is refused with HTTP 400 (after being recorded in ``requests``).
+        self.require_tool_results = require_tool_results
         self.api_key = api_key
         self.model = model
         #: Called with the request JSON when the scripted queue is empty.

@@ -90,6 +90,34 @@ async def test_tool_call_round_trip(srv: OpenAICompatibleServer) -> None:
 
 
 @pytest.mark.asyncio
+async def test_tool_call_without_its_result_is_refused_like_a_real_provider(
+    srv: OpenAICompatibleServer,
+) -> None:
+    srv.enqueue_tool_calls([("query_kb", {"query": "a"}), ("query_kb", {"query": "b"})])
+    model = _chat(srv).bind_tools([query_kb])
+    reply = await model.ainvoke([HumanMessage("look up")])
+    first, second = (c["id"] for c in reply.tool_calls)
+    half = [HumanMessage("look up"), reply, ToolMessage("{}", tool_call_id=first)]
+    for history, missing in [
+        ([HumanMessage("look up"), reply, HumanMessage("and?")], f"{first}, {second}"),
+        ([*half, HumanMessage("and?")], second),
+    ]:
+        with pytest.raises(openai.BadRequestError) as info:
+            await model.ainvoke(history)
+        assert info.value.status_code == 400
+        assert info.value.body["message"].endswith(  # type: ignore[index]
+            f"did not have response messages: {missing}"
+        )
+    assert srv.pending_replies == 0 and len(srv.requests) == 3  # refused, yet recorded
+    srv.enqueue_text("fine")
+    answered = [*half, ToolMessage("{}", tool_call_id=second), HumanMessage("and?")]
+    assert (await model.ainvoke(answered)).content == "fine"
+    # A surrogate (an emoji cut in half) reaches the client as the provider sent it.
+    srv.enqueue_text("cut \ud83d")
+    assert (await model.ainvoke([HumanMessage("x")])).content == "cut \ud83d"
+
+
+@pytest.mark.asyncio
 async def test_streaming_text_and_tool_calls_with_usage(srv: OpenAICompatibleServer) -> None:
     model = _chat(srv)
     srv.enqueue_text("One two three four.")

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.agents.storable import storable_text
 from app.agents.workdir.base import (
     INDEX_PATH,
     TOOL_RESULTS_DIR,
@@ -102,6 +103,8 @@ class Workdir:
         the file is stored; a failed add raises too, so the caller shrinks nothing that the
         index cannot find. An original already stored and indexed is not indexed twice.
         """
+        # The same text the history and the view hold (the preview's offsets point into it).
+        text = storable_text(text)
         record = await self._store_tool_result(thread_id, tool_call_id, text)
         if index is not None:
             entry = {
@@ -165,7 +168,11 @@ class Workdir:
     async def write_text(
         self, thread_id: str, relpath: str, text: str, *, tool_call_id: str = ""
     ) -> OffloadRecord:
-        """Atomically (re)write any file of the thread folder, its SHA-256 stored with it."""
+        """Atomically (re)write any file of the thread folder, its SHA-256 stored with it.
+
+        A lone surrogate (a tool's cut emoji) cannot be encoded as UTF-8: stored as U+FFFD.
+        """
+        text = storable_text(text)
         data = text.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         record = self._record(thread_id, relpath, text, data, digest, tool_call_id)

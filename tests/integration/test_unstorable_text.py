@@ -1,0 +1,191 @@
+"""Text PostgreSQL cannot store, from tools and providers (issue 22, item 1).
+
+A search backend that cut an emoji in half answers JSON ``"\\ud83d"``; a provider may stream the
+same. The run used to fail with ``internal_error`` (asyncpg: "surrogates not allowed"), losing
+the tool result, and the thread's next request carried a tool call without its result, which a
+real provider refuses (the local provider here refuses it the same way, HTTP 400).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from app.db.urls import libpq_url
+from app.repositories.agent_state import committed_state
+from tests.conftest import AUTH, AppFactory, AppHarness
+from tests.support.api import add_doc, messages, new_thread
+from tests.support.openai_server import OpenAICompatibleServer, unanswered_tool_calls
+from tests.support.search_backend import LoopbackServer
+
+pytestmark = pytest.mark.integration
+
+#: What the backend sends: an escaped lone high surrogate (json.loads keeps it as one).
+CUT_EMOJI_JSON = "cut \\ud83d"
+STORED = "cut \ufffd"
+
+
+class CutEmojiSearch(LoopbackServer):
+    """A SearxNG-style backend whose result text ends in half an emoji."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                result = '{"title": "t", "url": "https://e.org", "content": "%s", "score": 1}'
+                data = ('{"results": [%s]}' % (result % CUT_EMOJI_JSON)).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        super().__init__(Handler)
+
+
+@pytest.fixture
+def search() -> Iterator[CutEmojiSearch]:
+    with CutEmojiSearch() as backend:
+        yield backend
+
+
+def no_surrogates(text: str) -> bool:
+    return not any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+async def assert_view_answers_every_call(h: AppHarness, tid: str) -> list[Any]:
+    """The committed model view (what the next run starts from): every call has its result."""
+    agent = h.container.agent
+    live = await agent.graph.aget_state(agent.config_for(tid))
+    view = (await committed_state(agent.graph, live)).values["messages"]
+    calls = [c["id"] for m in view if isinstance(m, AIMessage) for c in m.tool_calls]
+    results = [m.tool_call_id for m in view if isinstance(m, ToolMessage)]
+    assert calls and sorted(calls) == sorted(results), view
+    return list(view)
+
+
+async def post_and_wait(h: AppHarness, tid: str, text: str, exclude: set[str]) -> dict[str, Any]:
+    await h.client.post(f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH)
+    return await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude=exclude)
+
+
+async def test_cut_emoji_in_a_tool_result_is_stored_and_the_thread_goes_on(
+    app_factory: AppFactory, search: CutEmojiSearch
+) -> None:
+    with OpenAICompatibleServer() as llm:
+        async with app_factory(
+            llm_base_url=llm.base_url, llm_api_key="k", web_search_url=search.url
+        ) as h:
+            llm.enqueue_tool_call("web_search", {"query": "emoji"})
+            llm.enqueue_text("It was cut.")
+            tid = await new_thread(h)
+            run = await post_and_wait(h, tid, "search it", set())
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+
+            history = await messages(h, tid)
+            assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+            tool = history[2]
+            assert json.loads(tool["content"])["results"][0]["content"] == STORED
+            # The model view holds the same text (the checkpoint would have made it "?").
+            view = await assert_view_answers_every_call(h, tid)
+            assert [m.content for m in view if isinstance(m, ToolMessage)] == [tool["content"]]
+            state = (await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)).json()
+            assert [m["content"] for m in state["messages"] if m["type"] == "tool"] == [
+                tool["content"]
+            ]
+            # The run's events carry it too (the jsonb insert of the message event).
+            events = await h.sse_events(run["id"])
+            streamed = [e["data"] for e in events if e["event"] == "message"]
+            assert [e["content"] for e in streamed if e["role"] == "tool"] == [tool["content"]]
+            # The model was shown the result, and the thread's next request is valid.
+            assert STORED in llm.requests[1]["messages"][-1]["content"]
+            nxt = await post_and_wait(h, tid, "and then?", {run["id"]})
+            assert nxt["status"] == "completed", (nxt["error_code"], nxt["error"])
+            assert len(llm.requests) == 3
+            assert all(unanswered_tool_calls(r["messages"]) == [] for r in llm.requests)
+
+
+async def test_cut_emoji_in_the_model_answer_and_arguments_is_stored(
+    app_factory: AppFactory,
+) -> None:
+    with OpenAICompatibleServer() as llm:
+        async with app_factory(llm_base_url=llm.base_url, llm_api_key="k") as h:
+            await add_doc(h)
+            llm.enqueue_tool_call("query_kb", {"query": "lease \ud83d"})
+            llm.enqueue_text("Leases expire \ud83d without heartbeats.")
+            tid = await new_thread(h)
+            run = await post_and_wait(h, tid, "lease?", set())
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+
+            history = await messages(h, tid)
+            assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+            assert history[1]["tool_calls"][0]["args"] == {"query": "lease \ufffd"}
+            # The tool got the storable argument (a surrogate fails its own SQL query).
+            assert json.loads(history[2]["content"])["query"] == "lease \ufffd"
+            answer = "Leases expire \ufffd without heartbeats."
+            assert history[3]["content"] == answer
+            events = await h.sse_events(run["id"])
+            deltas = "".join(e["data"]["text"] for e in events if e["event"] == "delta")
+            assert deltas == answer
+            view = await assert_view_answers_every_call(h, tid)
+            assert view[-1].content == answer
+            for m in history:
+                assert no_surrogates(m["content"]) and no_surrogates(json.dumps(m))
+
+
+async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result(
+    app_factory: AppFactory, clean_db: str, search: CutEmojiSearch
+) -> None:
+    """A run that fails after its tool finished but before the step was checkpointed (here the
+    tool message insert is refused by a trigger, as the surrogate used to be): the tool's
+    result exists only as a saved task write. The next run used to see it in the "live" state,
+    repair nothing, and start from a checkpoint without it: the provider got the call alone."""
+    refuse = (
+        "CREATE FUNCTION refuse_tool_rows() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'tool rows refused'; END $$; "
+        "CREATE TRIGGER refuse_tool_rows BEFORE INSERT ON messages FOR EACH ROW "
+        "WHEN (NEW.role = 'tool') EXECUTE FUNCTION refuse_tool_rows()"
+    )
+    with OpenAICompatibleServer() as llm:
+        async with app_factory(
+            llm_base_url=llm.base_url, llm_api_key="k", web_search_url=search.url
+        ) as h:
+            llm.enqueue_tool_call("web_search", {"query": "emoji"})
+            llm.enqueue_text("unused: the run fails before")
+            tid = await new_thread(h)
+            with psycopg.connect(libpq_url(clean_db), autocommit=True) as conn:
+                conn.execute(refuse)
+                try:
+                    first = await post_and_wait(h, tid, "search it", set())
+                finally:
+                    conn.execute("DROP TRIGGER refuse_tool_rows ON messages")
+                    conn.execute("DROP FUNCTION refuse_tool_rows()")
+            assert first["status"] == "failed" and first["error_code"] == "internal_error"
+            assert [m["role"] for m in await messages(h, tid)] == ["user", "assistant"]
+            agent = h.container.agent
+            live = await agent.graph.aget_state(agent.config_for(tid))
+            committed = await committed_state(agent.graph, live)
+            assert isinstance(live.values["messages"][-1], ToolMessage)  # the saved task write
+            assert isinstance(committed.values["messages"][-1], AIMessage)  # not checkpointed
+
+            llm.reset()
+            llm.enqueue_text("The result was cut.")
+            nxt = await post_and_wait(h, tid, "and then?", {first["id"]})
+            assert nxt["status"] == "completed", (nxt["error_code"], nxt["error"])
+            [request] = llm.requests
+            assert unanswered_tool_calls(request["messages"]) == []
+            # The tool's own result, not a placeholder: it finished before the run failed.
+            sent = [m for m in request["messages"] if m["role"] == "tool"]
+            assert len(sent) == 1 and STORED in sent[0]["content"]
+            history = await messages(h, tid)
+            tools = [m for m in history if m["role"] == "tool"]
+            assert [m["content"] for m in tools] == [sent[0]["content"]]
+            await assert_view_answers_every_call(h, tid)

@@ -176,7 +176,9 @@ def create_app(
                 "rate_limiter": RateLimiter(
                     settings.limits.rate_limit_per_second, settings.limits.rate_limit_burst
                 ),
-                "followers": Followers(settings.limits.max_streams_per_principal, settings.limits.max_streams),
+                "followers": Followers(
+                    settings.limits.max_streams_per_principal, settings.limits.max_streams
+                ),
             }
         ),
         openapi_config=OpenAPIConfig(

@@ -24,7 +24,7 @@ from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory
 from tests.integration.test_drain import worker_env
 from tests.support.api import add_doc, messages, new_thread
-from tests.support.openai_server import OpenAICompatibleServer, unanswered_tool_calls
+from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
 from tests.support.processes import app_process, reaped, wait_exit
 from tests.support.search_backend import LoopbackServer
 
@@ -46,11 +46,6 @@ async def _until(url: str, sql: str, *args: Any) -> Any:
         while (value := await asyncio.to_thread(_scalar, url, sql, *args)) is None:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     return value
-
-
-def assert_every_call_answered(llm: OpenAICompatibleServer) -> None:
-    for request in llm.requests:
-        assert unanswered_tool_calls(request["messages"]) == [], request["messages"]
 
 
 async def kill_the_blocked_message_insert(url: str, tid: str, release: Any) -> None:

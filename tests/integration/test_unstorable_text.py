@@ -21,7 +21,7 @@ from app.db.urls import libpq_url
 from app.repositories.agent_state import committed_state
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread
-from tests.support.openai_server import OpenAICompatibleServer, unanswered_tool_calls
+from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
 from tests.support.search_backend import LoopbackServer
 
 pytestmark = pytest.mark.integration
@@ -110,7 +110,7 @@ async def test_cut_emoji_in_a_tool_result_is_stored_and_the_thread_goes_on(
             nxt = await post_and_wait(h, tid, "and then?", {run["id"]})
             assert nxt["status"] == "completed", (nxt["error_code"], nxt["error"])
             assert len(llm.requests) == 3
-            assert all(unanswered_tool_calls(r["messages"]) == [] for r in llm.requests)
+            assert_every_call_answered(llm)
 
 
 async def test_cut_emoji_in_the_model_answer_and_arguments_is_stored(
@@ -181,7 +181,7 @@ async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result
             nxt = await post_and_wait(h, tid, "and then?", {first["id"]})
             assert nxt["status"] == "completed", (nxt["error_code"], nxt["error"])
             [request] = llm.requests
-            assert unanswered_tool_calls(request["messages"]) == []
+            assert_every_call_answered(llm)
             # The tool's own result, not a placeholder: it finished before the run failed.
             sent = [m for m in request["messages"] if m["role"] == "tool"]
             assert len(sent) == 1 and STORED in sent[0]["content"]

@@ -185,6 +185,12 @@ def unanswered_tool_calls(messages: Sequence[JSON]) -> list[str]:
     return missing
 
 
+def assert_every_call_answered(server: OpenAICompatibleServer) -> None:
+    """No request the server received carried a tool call without its result."""
+    for request in server.requests:
+        assert unanswered_tool_calls(request["messages"]) == [], request["messages"]
+
+
 def unanswered_body(ids: Sequence[str]) -> JSON:
     """What OpenAI answers (HTTP 400) to a tool call sent without its result."""
     return _error_body(

@@ -21,6 +21,7 @@ def _serve(args: argparse.Namespace) -> None:
     from app.main import create_app
 
     settings = _settings()
+    _check_agents(settings)
     overrides: dict[str, object] = {}
     if args.migrate:
         overrides["migrate_on_start"] = True
@@ -66,6 +67,7 @@ def _worker(args: argparse.Namespace) -> None:
     settings = _settings()
     if args.check:
         _check_worker(settings.worker)
+    _check_agents(settings)
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     warn_unknown_settings()
     if settings.telemetry.worker_metrics_port:
@@ -120,6 +122,20 @@ def _settings() -> Settings:
     try:
         return load_settings()
     except ValueError as exc:
+        print(f"threadkeeper: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _check_agents(settings: Settings) -> None:
+    """The agents file (``THREADKEEPER_AGENTS_FILE``), or a one-line refusal (exit 2) naming
+    the agent and the field. MCP servers are not started here: one that cannot be reached at
+    start makes only its agent unavailable."""
+    from app.agents.registry import preflight
+    from app.agents.spec import AgentsFileError
+
+    try:
+        preflight(settings)
+    except AgentsFileError as exc:
         print(f"threadkeeper: {exc}", file=sys.stderr)
         sys.exit(2)
 

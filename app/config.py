@@ -211,6 +211,9 @@ class AgentSettings(_Group, frozen=True, kw_only=True):
     )
     #: Tools that need a human approval before they run (comma separated tool names).
     approval_tools: str = ""
+    #: TOML or JSON file registering the agents (see README "Agents"). Empty: one built-in
+    #: ``default`` agent made of these settings.
+    agents_file: str = ""
 
     def approval_tool_names(self) -> frozenset[str]:
         return frozenset(t.strip() for t in self.approval_tools.split(",") if t.strip())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -17,11 +18,9 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.agents.graph import AgentRuntime, build_agent_runtime
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.models import build_chat_model
-from app.agents.summarizers import Summarizer, build_summarizer
-from app.agents.tools import build_tools
+from app.agents.graph import AgentRuntime
+from app.agents.registry import AgentRegistry, SummarizerOverride, build_registry
+from app.agents.spec import load_agent_specs
 from app.agents.workdir import Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
 from app.db.checkpointer import BoundedPostgresSaver
@@ -61,7 +60,8 @@ class Container:
     pool: AsyncConnectionPool[Any]
     checkpointer: AsyncPostgresSaver
     workdir: Workdir
-    agent: AgentRuntime
+    #: The registered agents (GET /v1/agents) and each thread's runtime.
+    agents: AgentRegistry
     threads: ThreadService
     intake: IntakeService
     runs: RunService
@@ -74,6 +74,11 @@ class Container:
     notifier: RunEventNotifier
     _closed: bool = field(default=False)
     _schema_at_head: bool = field(default=False)
+
+    @property
+    def agent(self) -> AgentRuntime:
+        """The default agent's runtime (the agent of threads that name none)."""
+        return self.agents.runtime(self.agents.default_id)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -110,14 +115,17 @@ async def build_container(
     settings: Settings,
     *,
     database_url: str | None = None,
-    summarizer: Summarizer | None = None,
+    summarizer: SummarizerOverride = None,
     model: Any = None,
     migrate: bool | None = None,
     start_worker: bool | None = None,
     serve_streams: bool = True,
 ) -> Container:
-    """Wire the process. ``summarizer``/``model`` override the configured ones (tests).
-    ``serve_streams``: this process serves SSE, so it listens for run-event notifications."""
+    """Wire the process. ``summarizer`` (one for all agents, or one per agent id) and ``model``
+    override the configured ones (tests). ``serve_streams``: this process serves SSE, so it
+    listens for run-event notifications. A bad agents file raises ``AgentsFileError`` before
+    anything is opened."""
+    specs = load_agent_specs(settings)
     db = settings.database
     url = database_url or resolve_database_url(db)
     if migrate if migrate is not None else db.migrate_on_start:
@@ -149,23 +157,21 @@ async def build_container(
     await checkpointer.setup()
 
     workdir = open_workdir(settings.workdir)
-    summarizer = summarizer or build_summarizer(settings.models, settings.compression)
-    compressor = ContextCompressor.from_settings(
-        settings.compression, summarizer=summarizer, workdir=workdir
-    )
     kb = KnowledgeBaseService(sessions)
-    agent = build_agent_runtime(
-        model=model or build_chat_model(settings.models),
-        tools=build_tools(settings.web_search, kb.search, workdir),
-        compressor=compressor,
-        system_prompt=settings.agent.system_prompt,
+    agents = await build_registry(
+        specs,
+        settings,
+        search_kb=kb.search,
+        workdir=workdir,
         checkpointer=checkpointer,
-        approval_tools=settings.agent.approval_tool_names(),
+        model=model,
+        summarizer=summarizer,
+        base_dir=Path(settings.agent.agents_file).parent if settings.agent.agents_file else None,
     )
     worker = RunWorker(
         settings=settings.worker,
         sessions=sessions,
-        runtime=agent,
+        agents=agents,
         max_concurrent_runs=settings.worker.worker_concurrency,
     )
     run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
@@ -181,9 +187,13 @@ async def build_container(
         pool=pool,
         checkpointer=checkpointer,
         workdir=workdir,
-        agent=agent,
+        agents=agents,
         threads=ThreadService(
-            sessions, db.lock_timeout_ms, AgentStateRepository(agent.graph), workdir
+            sessions,
+            db.lock_timeout_ms,
+            AgentStateRepository(agents.state_graph),
+            workdir,
+            agents,
         ),
         intake=IntakeService(engine, db.lock_timeout_ms, on_enqueued=wake),
         runs=RunService(
@@ -191,14 +201,14 @@ async def build_container(
             db.lock_timeout_ms,
             on_resumed=wake,
             on_cancel=worker.cancel_local if run_in_process else None,
-            tools=agent.tools,
+            tools_of=agents.tools_by_name,
         ),
         # A quarter of the pool at most for followers' reads: a run's followers all read at
         # its next event, and interactive requests must keep connections meanwhile.
         feed=RunFeed(sessions, notifier, read_slots=settings.database.db_pool_size // 4),
         kb=kb,
-        agent_state=AgentStateService(sessions, agent),
-        compression=ContextCompressionService(sessions, agent, db.lock_timeout_ms),
+        agent_state=AgentStateService(sessions, agents),
+        compression=ContextCompressionService(sessions, agents, db.lock_timeout_ms),
         workdir_files=WorkdirFileService(sessions, workdir),
         worker=worker,
         notifier=notifier,
@@ -207,5 +217,10 @@ async def build_container(
         notifier.start()
     if run_in_process:
         worker.start()
-    log.info("container_ready", worker_in_process=run_in_process)
+    log.info(
+        "container_ready",
+        worker_in_process=run_in_process,
+        agents=[i.id for i in agents.infos()],
+        unavailable_agents={i.id: i.unavailable_reason for i in agents.infos() if not i.available},
+    )
     return container

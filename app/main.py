@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from app import telemetry
 from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
 from app.api.console import console_handlers, openapi_render_plugins
+from app.api.controllers.agents import AgentController
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
 from app.api.controllers.requests import RequestController
@@ -147,6 +148,7 @@ def create_app(
             RequestController,
             ContextController,
             KnowledgeBaseController,
+            AgentController,
         ],
         security=[{"BearerAuth": []}],
     )
@@ -164,6 +166,7 @@ def create_app(
             "agent_state_service": _from_container("agent_state"),
             "compression_service": _from_container("compression"),
             "workdir_file_service": _from_container("workdir_files"),
+            "agent_registry": _from_container("agents"),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         cors_config=cors_config(settings.http),

@@ -9,4 +9,3 @@ from dataclasses import dataclass
 class AgentContext:
     owner_id: str
     thread_id: str
-    kb: str = "default"

@@ -30,6 +30,8 @@ class AgentRuntime:
     system_message: SystemMessage
     tools: list[BaseTool]
     recursion_limit: int = 40
+    #: The registered agent this runtime is (``app.agents.registry``).
+    agent_id: str = "default"
 
     def config_for(self, thread_id: uuid.UUID | str) -> RunnableConfig:
         return {
@@ -46,6 +48,8 @@ def build_agent_runtime(
     system_prompt: str,
     checkpointer: BaseCheckpointSaver[Any] | None,
     approval_tools: frozenset[str] = frozenset(),
+    recursion_limit: int = 40,
+    agent_id: str = "default",
 ) -> AgentRuntime:
     middleware: list[Any] = [SummaryMiddleware(compressor)]
     gated: dict[str, Any] = {
@@ -76,4 +80,6 @@ def build_agent_runtime(
         compressor=compressor,
         system_message=system_message,
         tools=tools,
+        recursion_limit=recursion_limit,
+        agent_id=agent_id,
     )

@@ -6,7 +6,7 @@ offline extractive default, so the agent factory never branches on configuration
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -16,7 +16,7 @@ from app.config import ModelSettings
 if TYPE_CHECKING:
     pass
 
-__all__ = ["build_chat_model"]
+__all__ = ["build_chat_model", "init_provider_model"]
 
 
 def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:
@@ -38,3 +38,22 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
         max_retries=0,
         stream_usage=True,
     )
+
+
+def init_provider_model(
+    spec: str, *, base_url: str | None, api_key: str | None, timeout: float
+) -> BaseChatModel:
+    """``provider:model`` through LangChain's ``init_chat_model`` (an agents-file model).
+
+    ``max_retries=0`` as above: retries and overflow recovery are ours.
+    """
+    from langchain.chat_models import init_chat_model
+
+    kwargs: dict[str, Any] = {"timeout": timeout, "max_retries": 0}
+    if base_url:
+        kwargs["base_url"] = base_url
+    if api_key:
+        kwargs["api_key"] = api_key
+    if spec.startswith("openai:"):
+        kwargs["stream_usage"] = True
+    return init_chat_model(spec, **kwargs)

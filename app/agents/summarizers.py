@@ -40,6 +40,7 @@ __all__ = [
     "SummaryError",
     "build_summarizer",
     "call_summarizer",
+    "llm_summarizer",
     "render_transcript",
 ]
 
@@ -63,6 +64,11 @@ def build_summarizer(settings: ModelSettings, compression: CompressionSettings) 
     if not settings.llm_base_url:
         return ExtractiveSummarizer()
     model = build_chat_model(settings, model=settings.summary_model or settings.llm_model)
+    return llm_summarizer(model, compression)
+
+
+def llm_summarizer(model: BaseChatModel, compression: CompressionSettings) -> LLMSummarizer:
+    """An ``LLMSummarizer`` on ``model`` within the budget ``compression``."""
     return LLMSummarizer(
         model,
         timeout_seconds=compression.summary_timeout_seconds,

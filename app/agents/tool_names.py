@@ -20,3 +20,6 @@ RETRIEVAL_TOOLS: frozenset[str] = frozenset({QUERY_KB, WEB_SEARCH, TAVILY_SEARCH
 #: Never offloaded or summarized away as originals: they are how the model reads the offloaded
 #: text back, so previewing their output would send it round in circles.
 RECOVERY_TOOLS: frozenset[str] = frozenset({READ_WORKDIR_FILE, SEARCH_WORKDIR})
+
+#: The built-in tools an agent may list by name in the agents file (``tools = [...]``).
+BUILTIN_TOOLS: frozenset[str] = frozenset({QUERY_KB, WEB_SEARCH, READ_WORKDIR_FILE, SEARCH_WORKDIR})

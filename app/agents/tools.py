@@ -48,15 +48,17 @@ def _context(runtime: AgentToolRuntime) -> AgentContext:
 
 
 def build_tools(
-    web_search: WebSearchSettings, search_kb: KbSearch, workdir: Workdir
+    web_search: WebSearchSettings, search_kb: KbSearch, workdir: Workdir, *, kb: str = "default"
 ) -> list[BaseTool]:
+    """The built-in tools; ``query_kb`` searches the knowledge base ``kb`` (the agent's)."""
+
     @tool(QUERY_KB)
     async def query_kb(query: str, runtime: AgentToolRuntime, limit: int = 8) -> str:
         """Search the knowledge base. Returns JSON with count and results (id, doc_id, source,
         title, url, score, content). Cite result ids in answers."""
         ctx = _context(runtime)
         limit = max(1, min(int(limit), 50))
-        payload = await search_kb(kb=ctx.kb, owner_id=ctx.owner_id, query=query, limit=limit)
+        payload = await search_kb(kb=kb, owner_id=ctx.owner_id, query=query, limit=limit)
         return json.dumps(payload, ensure_ascii=False)
 
     @tool(READ_WORKDIR_FILE)

@@ -191,12 +191,14 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
         400: "validation_error: malformed JSON, unknown field, bad value, two Authorization headers",
         401: "unauthorized: missing or wrong API key",
         404: "not_found: no such resource for this principal",
-        409: "thread_busy / invalid_state / request_not_queued",
+        409: "thread_busy / invalid_state / request_not_queued / agent_unavailable (the "
+        "thread's agent is not registered or could not start)",
         413: "payload_too_large",
         429: "rate_limited: over the request rate / too_many_streams: this principal's open "
         "event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s",
         431: "request_header_too_large: the request line and headers exceed the server's limit",
-        422: "nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)",
+        422: "nothing_to_compress / not_supported / idempotency_key_reused / validation_error "
+        "(edited tool arguments) / unknown_agent (CreateThread: no such registered agent)",
         502: "compression_failed: the summarizer failed; nothing was written",
         503: "database_unavailable: the database cannot be reached right now; retry later / "
         "database_not_migrated: the schema is not migrated yet; retry later"

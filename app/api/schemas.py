@@ -54,9 +54,12 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     UNPROCESSABLE = "unprocessable"
     NOTHING_TO_COMPRESS = "nothing_to_compress"
-    #: Not answered today (every agent supports manual compression); kept so that clients
-    #: generated from earlier documents keep a value they may match on.
+    #: CompressContext on a thread whose agent lacks the ``manual_compression`` capability.
     NOT_SUPPORTED = "not_supported"
+    #: CreateThread named an agent that is not registered (ListAgents lists them).
+    UNKNOWN_AGENT = "unknown_agent"
+    #: The thread's agent is no longer registered or could not start (GetAgent says why).
+    AGENT_UNAVAILABLE = "agent_unavailable"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     RATE_LIMITED = "rate_limited"
     TOO_MANY_STREAMS = "too_many_streams"
@@ -97,9 +100,12 @@ Title = Annotated[str, msgspec.Meta(max_length=500)]
 
 class CreateThreadIn(Strict):
     title: Title = ""
-    agent_id: Annotated[
-        str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
-    ] = "default"
+    #: A registered agent (ListAgents); unknown: 422 ``unknown_agent``. Left out: the default
+    #: agent (``default``, else the first of the agents file).
+    agent_id: (
+        Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+        | None
+    ) = None
     metadata: Metadata = msgspec.field(default_factory=dict)
 
 
@@ -295,7 +301,11 @@ class ContextInfo(msgspec.Struct, kw_only=True):
 
 class ManualCompression(msgspec.Struct, kw_only=True):
     available: bool
+    #: ``not_supported`` (the agent lacks the capability), ``agent_unavailable``,
+    #: ``thread_busy``, ``empty_history``; null when available.
     reason: str | None = None
+    #: Why, in words, when ``reason`` is ``agent_unavailable``.
+    detail: str | None = None
 
 
 class Capabilities(msgspec.Struct, kw_only=True):
@@ -304,6 +314,8 @@ class Capabilities(msgspec.Struct, kw_only=True):
 
 class AgentStateOut(msgspec.Struct, kw_only=True):
     thread_id: uuid.UUID
+    #: The thread's agent (its budget: ``context.summary_threshold``; more: GetAgent).
+    agent_id: str
     messages: list[StateMessage]
     summary: SummaryInfo
     context: ContextInfo
@@ -353,3 +365,49 @@ class KbSearchOut(msgspec.Struct, kw_only=True):
 class HealthOut(msgspec.Struct, kw_only=True):
     status: Literal["ok", "ready", "starting", "unavailable", "migrating"]
     detail: str = ""
+
+
+# --- agents -------------------------------------------------------------------------------------
+class AgentBudget(msgspec.Struct, kw_only=True):
+    """The agent's compression budget (tokens; the same fields as the THREADKEEPER_* ones)."""
+
+    summary_threshold: int
+    tool_result_preview_tokens: int
+    summary_keep_recent_tokens: int
+    summary_max_tokens: int
+    summary_timeout_seconds: float
+
+
+class AgentTool(msgspec.Struct, kw_only=True):
+    name: str
+    description: str
+    #: JSON Schema of the tool's arguments, as the model sees it.
+    parameters: dict[str, Any]
+    #: The run waits for a human decision (ResumeRun) before this tool runs.
+    needs_approval: bool
+
+
+class AgentOut(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    description: str
+    #: ``provider:model`` or ``offline`` (no base URL, no key).
+    model: str
+    summarizer: str
+    #: The knowledge base ``query_kb`` searches.
+    knowledge_base: str
+    #: e.g. ``manual_compression``.
+    capabilities: list[str]
+    budget: AgentBudget
+    recursion_limit: int
+    tools: list[AgentTool]
+    #: False when the agent could not start (e.g. its MCP server did not answer): its threads'
+    #: runs fail with ``agent_unavailable``; ``unavailable_reason`` says why.
+    available: bool
+    unavailable_reason: str | None = None
+
+
+class AgentList(msgspec.Struct, kw_only=True):
+    items: list[AgentOut]
+    #: The agent CreateThread gives a thread that names none.
+    default_agent_id: str

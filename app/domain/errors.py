@@ -45,6 +45,32 @@ class WorkdirUnavailable(DomainError):
         self.failed = failed
 
 
+class UnknownAgent(DomainError):
+    """CreateThread named an agent that is not registered (GET /v1/agents lists them)."""
+
+    code = "unknown_agent"
+    status_code = 422
+
+
+class AgentUnavailable(DomainError):
+    """The thread's agent is registered no more (removed from the agents file between restarts)
+    or could not start (an MCP server that did not answer). ``reason`` says which."""
+
+    code = "agent_unavailable"
+    status_code = 409
+
+    def __init__(self, detail: str = "", *, reason: str = "") -> None:
+        super().__init__(detail)
+        self.reason = reason or detail
+
+
+class NotSupported(DomainError):
+    """The thread's agent does not declare the capability the operation needs."""
+
+    code = "not_supported"
+    status_code = 422
+
+
 class NotFound(DomainError):
     code = "not_found"
     status_code = 404

@@ -21,6 +21,7 @@ RunErrorCode = Literal[
     "lease_expired",
     "worker_stopped",
     "cancelled",
+    "agent_unavailable",
 ]
 #: A thread's computed status (ConversationRepository.statuses): idle, its active run's status,
 #: or queued (input waits and no run is active).

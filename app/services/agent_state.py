@@ -9,8 +9,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text, offload_info
+from app.agents.registry import AgentRegistry
 from app.agents.summary_messages import (
     is_summary_message,
     stacked_summary_text,
@@ -42,6 +42,9 @@ class StateView:
     manual_available: bool
     manual_reason: str | None
     next: list[str]
+    agent_id: str = "default"
+    #: Why the thread's agent cannot run (removed from the agents file, MCP server down).
+    agent_unavailable: str | None = None
 
 
 def describe_message(m: AnyMessage) -> dict[str, Any]:
@@ -62,26 +65,33 @@ def describe_message(m: AnyMessage) -> dict[str, Any]:
 
 
 class AgentStateService:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], agent: AgentRuntime) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], agents: AgentRegistry) -> None:
         self.sessions = sessions
-        self.agent = agent
+        self.agents = agents
 
     async def view(self, thread_id: uuid.UUID, owner_id: str) -> StateView:
         async with self.sessions() as session:
             conversations = ConversationRepository(session)
-            await conversations.get_owned(thread_id, owner_id)
+            conv = await conversations.get_owned(thread_id, owner_id)
             status = await conversations.status(thread_id)
-        snapshot = await AgentStateRepository(self.agent.graph).get(thread_id)
-        compressor = self.agent.compressor
+        unavailable = self.agents.unavailable_reason(conv.agent_id)
+        if unavailable is not None:
+            return await self._without_agent(thread_id, conv.agent_id, unavailable)
+        agent = self.agents.runtime(conv.agent_id)
+        info = self.agents.info(conv.agent_id)
+        snapshot = await AgentStateRepository(agent.graph).get(thread_id)
+        # The thread's own agent: its budget, its prompt and tool schemas in the count.
+        compressor = agent.compressor
         threshold = compressor.summary_threshold
         tokens = compressor.count(
-            snapshot.messages, system_message=self.agent.system_message, tools=self.agent.tools
+            snapshot.messages, system_message=agent.system_message, tools=agent.tools
         )
         # The summary may be several stacked segments at the head of the view.
         summary_present = any(is_summary_message(m) for m in snapshot.messages)
         summarized = summarized_count(snapshot.messages)
-        # Every agent supports manual compression: only the thread's state can stand in the way.
-        if status != "idle":
+        if info is not None and not info.manual_compression:
+            available, reason = False, "not_supported"
+        elif status != "idle":
             available, reason = False, "thread_busy"
         elif not snapshot.messages:
             available, reason = False, "empty_history"
@@ -100,4 +110,26 @@ class AgentStateService:
             manual_available=available,
             manual_reason=reason,
             next=list(snapshot.next),
+            agent_id=conv.agent_id,
+        )
+
+    async def _without_agent(self, thread_id: uuid.UUID, agent_id: str, why: str) -> StateView:
+        """The thread's agent is gone: its view as stored, no pressure (no budget to measure
+        against), manual compression unavailable with the reason."""
+        snapshot = await AgentStateRepository(self.agents.state_graph).get(thread_id)
+        return StateView(
+            thread_id=thread_id,
+            messages=[describe_message(m) for m in snapshot.messages],
+            summary_present=any(is_summary_message(m) for m in snapshot.messages),
+            summarized_messages=summarized_count(snapshot.messages),
+            summary_text=stacked_summary_text(snapshot.messages),
+            input_tokens=0,
+            summary_threshold=0,
+            pressure=0.0,
+            compression_suggested=False,
+            manual_available=False,
+            manual_reason="agent_unavailable",
+            next=list(snapshot.next),
+            agent_id=agent_id,
+            agent_unavailable=why,
         )

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.graph import AgentRuntime
 from app.agents.outcome import record_outcome
+from app.agents.registry import AgentRegistry
 from app.agents.summarizers import SummaryError
 from app.domain.errors import (
     CompressionFailed,
     NothingToCompress,
+    NotSupported,
     ThreadBusy,
     WorkdirUnavailable,
 )
@@ -44,29 +45,41 @@ class CompressionReport:
 
 class ContextCompressionService:
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], agent: AgentRuntime, lock_timeout_ms: int
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        agents: AgentRegistry,
+        lock_timeout_ms: int,
     ) -> None:
         self.sessions = sessions
-        self.agent = agent
+        self.agents = agents
         self.lock_timeout_ms = lock_timeout_ms
-        self.state = AgentStateRepository(agent.graph)
 
     async def compress(self, thread_id: uuid.UUID, owner_id: str) -> CompressionReport:
         async with self.sessions() as session, session.begin():
             conversations = ConversationRepository(session)
-            await conversations.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            conv = await conversations.lock(
+                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
+            )
+            # The thread's own agent: its summarizer, budget, prompt and tools.
+            agent = self.agents.runtime(conv.agent_id)  # AgentUnavailable: 409
+            info = self.agents.info(conv.agent_id)
+            if info is not None and not info.manual_compression:
+                raise NotSupported(
+                    f"agent {conv.agent_id!r} does not declare the manual_compression capability"
+                )
             status = await conversations.status(thread_id)
             if status != "idle":
                 raise ThreadBusy(f"the thread is busy ({status}); try again when it is idle")
-            snapshot = await self.state.get(thread_id)
+            state = AgentStateRepository(agent.graph)
+            snapshot = await state.get(thread_id)
             if not snapshot.messages:
                 raise NothingToCompress("the thread has no model-visible history yet")
             try:
-                outcome = await self.agent.compressor.compress(
+                outcome = await agent.compressor.compress(
                     snapshot.messages,
                     thread_id=str(thread_id),
-                    system_message=self.agent.system_message,
-                    tools=self.agent.tools,
+                    system_message=agent.system_message,
+                    tools=agent.tools,
                     force=True,
                     reason="manual",
                     require_offload=True,
@@ -89,9 +102,9 @@ class ContextCompressionService:
             await ConversationRepository(session).lock(
                 thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
             )
-            await self.state.replace_messages(thread_id, outcome.messages)
+            await state.replace_messages(thread_id, outcome.messages)
         try:
-            await self.state.prune_history(thread_id)
+            await state.prune_history(thread_id)
         except Exception as exc:  # pruning is housekeeping; the compression itself succeeded
             log.warning("checkpoint_prune_failed", thread_id=str(thread_id), error=repr(exc))
         record_outcome("manual", outcome)

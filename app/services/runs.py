@@ -119,11 +119,12 @@ class RunService:
         lock_timeout_ms: int,
         on_resumed: Callable[[], None] | None = None,
         on_cancel: Callable[[uuid.UUID], None] | None = None,
-        tools: Sequence[BaseTool] = (),
+        tools_of: Callable[[str], Mapping[str, BaseTool]] | None = None,
     ) -> None:
         self.sessions = sessions
-        #: The agent's tools by name: edited tool arguments are checked against their schema.
-        self.tools = {t.name: t for t in tools}
+        #: A thread's agent id -> its tools by name: edited tool arguments are checked against
+        #: their schema (``AgentRegistry.tools_by_name``).
+        self.tools_of = tools_of
         self.lock_timeout_ms = lock_timeout_ms
         self.on_resumed = on_resumed
         self.on_cancel = on_cancel
@@ -191,14 +192,15 @@ class RunService:
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             owned = await runs.get_owned(run_id, owner_id)
-            await ConversationRepository(session).lock(
+            conv = await ConversationRepository(session).lock(
                 owned.thread_id, timeout_ms=self.lock_timeout_ms
             )
             run = await runs.lock(run_id)
             assert run is not None
             if run.status != RunStatus.INTERRUPTED:
                 raise InvalidState(f"run is {run.status.value}, not interrupted")
-            payload = hitl_decisions(run.interrupt, decisions, self.tools)
+            tools = self.tools_of(conv.agent_id) if self.tools_of else {}
+            payload = hitl_decisions(run.interrupt, decisions, tools)
             await runs.resume(run_id, payload)
             await runs.announce_work()
             await session.flush()

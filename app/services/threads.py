@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.registry import AgentRegistry
 from app.agents.workdir import Workdir
 from app.db.models import Conversation, Message
 from app.domain.errors import ThreadBusy, ValidationFailed
@@ -58,21 +59,28 @@ class ThreadService:
         lock_timeout_ms: int,
         state: AgentStateRepository | None = None,
         workdir: Workdir | None = None,
+        agents: AgentRegistry | None = None,
     ) -> None:
         self.sessions = sessions
         self.lock_timeout_ms = lock_timeout_ms
         self.state = state
         self.workdir = workdir
+        #: Which agents a thread may name (None: any; unit tests without a registry).
+        self.agents = agents
 
     async def create(
         self,
         *,
         owner_id: str,
-        agent_id: str,
+        agent_id: str | None,
         title: str,
         metadata: dict[str, Any] | None = None,
     ) -> ThreadView:
+        """``agent_id``: a registered agent (else ``UnknownAgent``), None for the default."""
         check_metadata(metadata or {})
+        if self.agents is not None:
+            agent_id = self.agents.agent_for_new_thread(agent_id)
+        agent_id = agent_id or "default"
         async with self.sessions() as session, session.begin():
             conv = await ConversationRepository(session).create(
                 owner_id=owner_id, agent_id=agent_id, title=title, metadata=metadata

@@ -51,6 +51,8 @@ class ClaimedRun:
     #: ``{"messages": [human]}`` (new input), ``Command(resume=...)`` (a human's decisions) or
     #: ``Handoff`` (released by a draining worker).
     graph_input: Any
+    #: The thread's agent (``app.agents.registry``).
+    agent_id: str = "default"
 
 
 def human_of(graph_input: Any) -> HumanMessage | None:
@@ -116,7 +118,9 @@ class RunClaims:
                 )
                 payload = request.payload
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
-                return ClaimedRun(run.id, thread_id, conv.owner_id, {"messages": [human]})
+                return ClaimedRun(
+                    run.id, thread_id, conv.owner_id, {"messages": [human]}, conv.agent_id
+                )
         except IntegrityError:
             # Another worker started a run on this thread between our snapshot and our insert.
             log.info("claim_lost_race")
@@ -134,7 +138,7 @@ class RunClaims:
             graph_input = _graph_input_of(payload)
             if isinstance(graph_input, Handoff):
                 log.info("run_taken_over", run_id=str(run.id), holder=self.holder)
-            return ClaimedRun(run.id, run.thread_id, conv.owner_id, graph_input)
+            return ClaimedRun(run.id, run.thread_id, conv.owner_id, graph_input, conv.agent_id)
 
     async def recover_expired(self) -> int:
         """Runs whose worker vanished: fail them (their input is not replayed: tools may have run)."""

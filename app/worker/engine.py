@@ -21,7 +21,7 @@ from pathlib import Path
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.graph import AgentRuntime
+from app.agents.registry import AgentRegistry
 from app.config import WorkerSettings
 from app.heartbeat import write_beat
 from app.worker.claims import ClaimedRun, RunClaims
@@ -36,13 +36,13 @@ class RunWorker:
         *,
         settings: WorkerSettings,
         sessions: async_sessionmaker[AsyncSession],
-        runtime: AgentRuntime,
+        agents: AgentRegistry,
         holder: str | None = None,
         max_concurrent_runs: int = 4,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
-        self.runtime = runtime
+        self.agents = agents
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.claims = RunClaims(
             sessions, self.holder, settings.lease_seconds, settings.run_events_retention_seconds
@@ -61,7 +61,7 @@ class RunWorker:
         return RunExecutor(
             settings=self.settings,
             sessions=self.sessions,
-            runtime=self.runtime,
+            agents=self.agents,
             holder=self.holder,
             drain=self._drain,
         )

@@ -36,6 +36,11 @@ INTERNAL_ERROR = RunError("internal_error", "Internal error; the server log has 
 LEASE_EXPIRED = RunError("lease_expired", "lease expired: the worker running it stopped responding")
 WORKER_STOPPED = RunError("worker_stopped", "worker stopped")
 CANCELLED = RunError("cancelled", "cancelled by request")
+AGENT_UNAVAILABLE = RunError(
+    "agent_unavailable",
+    "The thread's agent is not available in this deployment (removed from the agents file, "
+    "or it could not start); GetAgent and the server log say why.",
+)
 
 
 def _is_provider_error(exc: BaseException) -> bool:

@@ -19,14 +19,16 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
+from app.agents.registry import AgentRegistry
 from app.config import WorkerSettings
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
 from app.db.run_events import RunError
+from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, Handoff
-from app.worker.errors import classify_run_error, error_log_fields
+from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
 from app.worker.ledger import DeltaBuffer, LeaseLost, RunLedger, custom_event, interrupt_payload
 from app.worker.outage import DATABASE_RETRIES, DatabaseWait, ResumePoint
 from app.worker.outcome import RunOutcomes, RunResult
@@ -45,6 +47,14 @@ class _RunFailed(Exception):
         self.error = error
 
 
+class _AgentRun:
+    """The thread's agent for one run: its runtime and its graph's view of the state."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+        self.state = AgentStateRepository(runtime.graph)
+
+
 class DrainSignal:
     """What the claim loop tells its runs: ``stopping`` (a stopped task is released, not
     failed) and ``handoff`` (the grace period is over: stop at the next step boundary)."""
@@ -60,18 +70,17 @@ class RunExecutor:
         *,
         settings: WorkerSettings,
         sessions: async_sessionmaker[AsyncSession],
-        runtime: AgentRuntime,
+        agents: AgentRegistry,
         holder: str,
         drain: DrainSignal,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
-        self.runtime = runtime
+        self.agents = agents
         self.holder = holder
         self.drain = drain
-        self.state = AgentStateRepository(runtime.graph)
         self.ledger = RunLedger(sessions, holder, settings.lease_seconds)
-        self.outage = DatabaseWait(self.ledger, self.state, settings.lease_seconds)
+        self.outage = DatabaseWait(self.ledger, settings.lease_seconds)
         self.outcomes = RunOutcomes(sessions, holder)
 
     async def execute(self, claimed: ClaimedRun) -> None:
@@ -144,9 +153,19 @@ class RunExecutor:
 
     # --- the graph run --------------------------------------------------------------------------
     async def _run_graph(self, claimed: ClaimedRun) -> RunResult:
-        graph_input, waiting = await self._prepare(claimed)
         try:
-            interrupt, retried = await self._stream_until_done(claimed, graph_input, waiting)
+            run = _AgentRun(self.agents.runtime(claimed.agent_id))
+        except AgentUnavailable as exc:
+            log.warning(
+                "run_agent_unavailable",
+                run_id=str(claimed.run_id),
+                agent_id=claimed.agent_id,
+                reason=exc.reason,
+            )
+            return RunResult(RunStatus.FAILED, error=AGENT_UNAVAILABLE)
+        graph_input, waiting = await self._prepare(claimed, run.state)
+        try:
+            interrupt, retried = await self._stream_until_done(claimed, run, graph_input, waiting)
         except _RunFailed as failed:
             return RunResult(RunStatus.FAILED, error=failed.error)
         if retried:
@@ -154,47 +173,50 @@ class RunExecutor:
             # applied from LangGraph's saved task writes on the retry, without streaming its
             # update again: take anything still missing from the history from the final state
             # (idempotent on message ids).
-            snapshot = await self.state.get(claimed.thread_id)
+            snapshot = await run.state.get(claimed.thread_id)
             await self.ledger.persist_update(
                 claimed.thread_id, claimed.run_id, {"messages": snapshot.messages}
             )
         if interrupt is not None:
             return RunResult(RunStatus.INTERRUPTED, interrupt=interrupt)
-        await self._prune_checkpoints(claimed)
+        await self._prune_checkpoints(claimed, run.state)
         return RunResult(RunStatus.COMPLETED)
 
-    async def _prepare(self, claimed: ClaimedRun) -> tuple[Any, frozenset[str]]:
+    async def _prepare(
+        self, claimed: ClaimedRun, state: AgentStateRepository
+    ) -> tuple[Any, frozenset[str]]:
         """The graph input to start with, and (a resumed run) the interrupts it answers."""
         graph_input = claimed.graph_input
         if isinstance(graph_input, Handoff):
-            graph_input = await self._takeover_input(graph_input, claimed.thread_id)
+            graph_input = await self._takeover_input(graph_input, claimed.thread_id, state)
         waiting: frozenset[str] = frozenset()
         if isinstance(graph_input, dict):
-            await repair_dangling_tool_calls(
-                self.state, self.ledger, claimed.thread_id, claimed.run_id
-            )
+            await repair_dangling_tool_calls(state, self.ledger, claimed.thread_id, claimed.run_id)
         elif isinstance(graph_input, Command):
-            snapshot = await self.state.get(claimed.thread_id)
+            snapshot = await state.get(claimed.thread_id)
             waiting = frozenset(str(i.id) for i in snapshot.interrupts)
         return graph_input, waiting
 
-    async def _takeover_input(self, handoff: Handoff, thread_id: uuid.UUID) -> Any:
+    @staticmethod
+    async def _takeover_input(
+        handoff: Handoff, thread_id: uuid.UUID, state: AgentStateRepository
+    ) -> Any:
         """Continue from the checkpoint (``None``), unless the run's own input never got there."""
         if handoff.human is None:
             return None
-        snapshot = await self.state.get(thread_id)
+        snapshot = await state.get(thread_id)
         ids = {m.id for m in snapshot.messages}
         return None if handoff.human.id in ids else {"messages": [handoff.human]}
 
     async def _stream_until_done(
-        self, claimed: ClaimedRun, graph_input: Any, waiting: frozenset[str]
+        self, claimed: ClaimedRun, run: _AgentRun, graph_input: Any, waiting: frozenset[str]
     ) -> tuple[dict[str, Any] | None, int]:
         """The pending interrupt (if any) and how often a lost database connection was ridden
         out; raises ``_RunFailed`` when the run fails."""
         retries = 0
         while True:
             try:
-                return await self._stream_run(claimed, graph_input), retries
+                return await self._stream_run(claimed, run.runtime, graph_input), retries
             except (LeaseLost, HandedOff):
                 raise
             except Exception as exc:
@@ -207,14 +229,16 @@ class RunExecutor:
                     retry=retries,
                     error=type(exc).__name__,
                 )
-                point = await self._after_outage(claimed, waiting)
+                point = await self._after_outage(claimed, waiting, run.state)
             if not point.again:
                 return point.interrupt, retries
             graph_input = point.graph_input
 
-    async def _after_outage(self, claimed: ClaimedRun, waiting: frozenset[str]) -> ResumePoint:
+    async def _after_outage(
+        self, claimed: ClaimedRun, waiting: frozenset[str], state: AgentStateRepository
+    ) -> ResumePoint:
         try:
-            return await self.outage.resume_point(claimed, waiting)
+            return await self.outage.resume_point(claimed, waiting, state)
         except LeaseLost:
             raise
         except Exception as still:
@@ -228,15 +252,17 @@ class RunExecutor:
         )
         return _RunFailed(error)
 
-    async def _stream_run(self, claimed: ClaimedRun, graph_input: Any) -> dict[str, Any] | None:
+    async def _stream_run(
+        self, claimed: ClaimedRun, runtime: AgentRuntime, graph_input: Any
+    ) -> dict[str, Any] | None:
         """Stream the graph, persisting messages and events; the pending interrupt, if any."""
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.thread_id))
-        config = self.runtime.config_for(claimed.thread_id)
+        config = runtime.config_for(claimed.thread_id)
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer(
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
         )
-        stream = self._stream(graph_input, config, context)
+        stream = self._stream(runtime, graph_input, config, context)
         async for mode, chunk in stream:
             if mode == "messages":
                 message, meta = chunk
@@ -263,23 +289,24 @@ class RunExecutor:
                 raise HandedOff(str(claimed.run_id))
         return interrupt
 
+    @staticmethod
     async def _stream(
-        self, graph_input: Any, config: RunnableConfig, context: AgentContext
+        runtime: AgentRuntime, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncGenerator[tuple[str, Any], None]:
-        async for item in self.runtime.graph.astream(
+        async for item in runtime.graph.astream(
             graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
         ):
             mode, chunk = item
             yield mode, chunk
 
-    async def _prune_checkpoints(self, claimed: ClaimedRun) -> None:
+    async def _prune_checkpoints(self, claimed: ClaimedRun, state: AgentStateRepository) -> None:
         """Each step stores a full copy of the state; keep only the latest once the turn is done.
 
         Runs while this run is still active, so no other run or compression touches the thread.
         """
         try:
             await self.ledger.check_lease(claimed.run_id)
-            await self.state.prune_history(claimed.thread_id)
+            await state.prune_history(claimed.thread_id)
         except LeaseLost:
             raise
         except Exception as exc:  # housekeeping must never fail the turn

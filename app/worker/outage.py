@@ -32,17 +32,14 @@ class ResumePoint:
 
 
 class DatabaseWait:
-    def __init__(
-        self, ledger: RunLedger, state: AgentStateRepository, lease_seconds: float
-    ) -> None:
+    def __init__(self, ledger: RunLedger, lease_seconds: float) -> None:
         self.ledger = ledger
-        self.state = state
         self.lease_seconds = lease_seconds
         #: Runs waiting for the database to answer again before they go on (observability).
         self.waiting: set[uuid.UUID] = set()
 
     async def snapshot(
-        self, run_id: uuid.UUID, thread_id: uuid.UUID
+        self, run_id: uuid.UUID, thread_id: uuid.UUID, state: AgentStateRepository
     ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
         """The thread's live and committed state once both pools answer again (and the lease is
         still ours); re-raises the connection error after ``lease_seconds`` of waiting."""
@@ -54,24 +51,27 @@ class DatabaseWait:
         )
         self.waiting.add(run_id)
         try:
-            return await retrying(self._read, run_id, thread_id)
+            return await retrying(self._read, run_id, thread_id, state)
         finally:
             self.waiting.discard(run_id)
 
     async def _read(
-        self, run_id: uuid.UUID, thread_id: uuid.UUID
+        self, run_id: uuid.UUID, thread_id: uuid.UUID, state: AgentStateRepository
     ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
         await self.ledger.check_lease(run_id)  # the session pool answers, the run is ours
-        return await self.state.get_live_and_committed(thread_id)  # the checkpointer's too
+        return await state.get_live_and_committed(thread_id)  # the checkpointer's too
 
-    async def resume_point(self, claimed: ClaimedRun, waiting: frozenset[str]) -> ResumePoint:
-        """After a lost connection: where the run goes on, from the last saved checkpoint.
+    async def resume_point(
+        self, claimed: ClaimedRun, waiting: frozenset[str], state: AgentStateRepository
+    ) -> ResumePoint:
+        """After a lost connection: where the run goes on, from the last saved checkpoint
+        (``state``: read through the thread's agent graph).
 
         Messages the graph produced but the outage kept out of the history are stored first
         (idempotent on their ids). Steps whose checkpoint was not written run again (LangGraph
         keeps the writes of finished tasks). ``waiting``: the interrupts a resumed run answers.
         """
-        snapshot, committed = await self.snapshot(claimed.run_id, claimed.thread_id)
+        snapshot, committed = await self.snapshot(claimed.run_id, claimed.thread_id, state)
         view = snapshot.messages
         await self.ledger.persist_update(claimed.thread_id, claimed.run_id, {"messages": view})
         pending = snapshot.interrupts
@@ -95,8 +95,6 @@ class DatabaseWait:
             # The checkpoint says "done" but the turn has no final answer (the outage ended the
             # graph after a tool step): start the graph again on the saved messages, every
             # tool call in them answered first.
-            await repair_dangling_tool_calls(
-                self.state, self.ledger, claimed.thread_id, claimed.run_id
-            )
+            await repair_dangling_tool_calls(state, self.ledger, claimed.thread_id, claimed.run_id)
             return ResumePoint(True, {"messages": []})
         return ResumePoint(False)  # the graph had finished

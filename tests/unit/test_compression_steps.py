@@ -192,10 +192,13 @@ def test_query_kb_runs_the_search_function_it_is_given(tmp_path: Path) -> None:
         calls.append({"kb": kb, "owner_id": owner_id, "query": query, "limit": limit})
         return payload
 
-    tools = {t.name: t for t in build_tools(WebSearchSettings(), search, Workdir(tmp_path))}
+    tools = {
+        t.name: t
+        for t in build_tools(WebSearchSettings(), search, Workdir(tmp_path), kb="handbook")
+    }
     runtime = ToolRuntime(
         state={"messages": []},
-        context=AgentContext(owner_id="alice", thread_id="t1", kb="handbook"),
+        context=AgentContext(owner_id="alice", thread_id="t1"),
         config={},
         stream_writer=lambda _: None,
         tool_call_id="call_x",
@@ -205,7 +208,7 @@ def test_query_kb_runs_the_search_function_it_is_given(tmp_path: Path) -> None:
         tools[QUERY_KB].ainvoke({"query": "leases", "limit": 500, "runtime": runtime})
     )
     assert json.loads(out) == payload
-    # The thread's knowledge base and owner, and the limit clamped to 50.
+    # The agent's knowledge base, the thread's owner, and the limit clamped to 50.
     assert calls == [{"kb": "handbook", "owner_id": "alice", "query": "leases", "limit": 50}]
 
 

@@ -40,6 +40,7 @@ class ContextController(Controller):
         v = await agent_state_service.view(thread_id, principal)
         return AgentStateOut(
             thread_id=v.thread_id,
+            agent_id=v.agent_id,
             messages=[StateMessage(**m) for m in v.messages],
             summary=SummaryInfo(
                 present=v.summary_present,
@@ -54,7 +55,9 @@ class ContextController(Controller):
             ),
             capabilities=Capabilities(
                 manual_compression=ManualCompression(
-                    available=v.manual_available, reason=v.manual_reason
+                    available=v.manual_available,
+                    reason=v.manual_reason,
+                    detail=v.agent_unavailable,
                 )
             ),
             next=v.next,
@@ -66,8 +69,11 @@ class ContextController(Controller):
         status_code=HTTP_200_OK,
         responses=errors(401, 404, 409, 422, 502, 507),
         description=(
-            "Synchronous manual compression. Allowed only when the thread has no running or "
+            "Synchronous manual compression with the thread's own agent (its summarizer and "
+            "budget). Allowed only when the thread has no running or "
             "interrupted run and no queued request; otherwise 409 thread_busy (never queued). "
+            "422 not_supported: the agent lacks the manual_compression capability; "
+            "409 agent_unavailable: the thread's agent is not registered or could not start. "
             "507 workdir_unavailable: large tool results had to be offloaded but the Workdir "
             "could not be written; nothing was changed."
         ),

@@ -118,7 +118,11 @@ class ThreadController(Controller):
     tags = ["threads"]
 
     @post(
-        "/", operation_id="CreateThread", status_code=HTTP_201_CREATED, responses=errors(400, 401)
+        "/",
+        operation_id="CreateThread",
+        status_code=HTTP_201_CREATED,
+        responses=errors(400, 401, 422),
+        description="422 unknown_agent: `agent_id` names no registered agent (ListAgents).",
     )
     async def create_thread(
         self,

@@ -98,7 +98,7 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     #: ``THREADKEEPER_APPROVAL_TOOLS`` (names of tools the agent lacks ignored).
     approval_tools: list[str] | None = None
     recursion_limit: int = 40
-    capabilities: list[str] = [MANUAL_COMPRESSION]
+    capabilities: list[str] = msgspec.field(default_factory=lambda: [MANUAL_COMPRESSION])
     compression: BudgetSpec = msgspec.field(default_factory=BudgetSpec)
     #: The tool the offline model calls with ``{"query": <the user's turn>}`` (default query_kb).
     offline_lookup_tool: str = QUERY_KB

@@ -30,7 +30,11 @@ async def test_manual_compress_shrinks_view_and_keeps_full_history(
         await run_turns(h, tid, ["how does a lease expire?", "what renews the lease heartbeat?"])
         full_before = await messages(h, tid)
         st = await state(h, tid)
-        assert st["capabilities"]["manual_compression"] == {"available": True, "reason": None}
+        assert st["capabilities"]["manual_compression"] == {
+            "available": True,
+            "reason": None,
+            "detail": None,
+        }
         assert st["summary"]["present"] is False
         before_tokens = st["context"]["input_tokens"]
 
@@ -91,6 +95,7 @@ async def test_busy_states_each_get_409(app_factory: AppFactory) -> None:
         assert st["capabilities"]["manual_compression"] == {
             "available": False,
             "reason": "thread_busy",
+            "detail": None,
         }
     # running: the model call is held open
     with OpenAICompatibleServer() as srv:

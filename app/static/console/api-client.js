@@ -123,13 +123,53 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} AgentBudget
+ * @property {number} summary_threshold
+ * @property {number} tool_result_preview_tokens
+ * @property {number} summary_keep_recent_tokens
+ * @property {number} summary_max_tokens
+ * @property {number} summary_timeout_seconds
+ */
+
+/**
+ * @typedef {Object} AgentList
+ * @property {Array<AgentOut>} items
+ * @property {string} default_agent_id
+ */
+
+/**
+ * @typedef {Object} AgentOut
+ * @property {string} id
+ * @property {string} name
+ * @property {string} description
+ * @property {string} model
+ * @property {string} summarizer
+ * @property {string} knowledge_base
+ * @property {Array<string>} capabilities
+ * @property {AgentBudget} budget
+ * @property {number} recursion_limit
+ * @property {Array<AgentTool>} tools
+ * @property {boolean} available
+ * @property {(string | null)} [unavailable_reason]
+ */
+
+/**
  * @typedef {Object} AgentStateOut
  * @property {string} thread_id uuid
+ * @property {string} agent_id
  * @property {Array<StateMessage>} messages
  * @property {SummaryInfo} summary
  * @property {ContextInfo} context
  * @property {Capabilities} capabilities
  * @property {Array<string>} next
+ */
+
+/**
+ * @typedef {Object} AgentTool
+ * @property {string} name
+ * @property {string} description
+ * @property {Record<string, any>} parameters
+ * @property {boolean} needs_approval
  */
 
 /**
@@ -175,7 +215,7 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} CreateThreadIn
  * @property {string} [title] length 0..500; default ""
- * @property {string} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$; default "default"
+ * @property {(string | null)} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$
  * @property {Record<string, any>} [metadata]
  */
 
@@ -217,7 +257,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "database_not_migrated" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "database_not_migrated" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -254,6 +294,7 @@ async function request(config, op, args, options) {
  * @typedef {Object} ManualCompression
  * @property {boolean} available
  * @property {(string | null)} [reason]
+ * @property {(string | null)} [detail]
  */
 
 /**
@@ -336,7 +377,7 @@ async function request(config, op, args, options) {
  * @property {string} request_id uuid
  * @property {("running" | "interrupted" | "completed" | "failed" | "cancelled")} status
  * @property {(string | null)} [error]
- * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | null)} [error_code]
+ * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | null)} [error_code]
  * @property {(Record<string, any> | null)} [interrupt]
  * @property {number} [input_tokens] default 0
  * @property {number} [output_tokens] default 0
@@ -364,7 +405,7 @@ async function request(config, op, args, options) {
  * @property {("running" | "interrupted" | "resumed" | "completed" | "failed" | "cancelled")} status
  * @property {boolean} [final] default false
  * @property {(string | null)} [error]
- * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | null)} [error_code]
+ * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | null)} [error_code]
  * @property {(Record<string, any> | Array<any> | null)} [interrupt]
  * @property {(string | null)} [request_id] uuid
  * @property {boolean} [handoff] default false
@@ -441,7 +482,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
@@ -461,7 +502,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
@@ -473,7 +514,7 @@ export function cancelRun(config, args = {}, options = {}) {
 /**
  * CompressContext: POST /v1/threads/{thread_id}/context/compress (200)
  *
- * Synchronous manual compression. Allowed only when the thread has no running or interrupted run and no queued request; otherwise 409 thread_busy (never queued). 507 workdir_unavailable: large tool results had to be offloaded but the Workdir could not be written; nothing was changed.
+ * Synchronous manual compression with the thread's own agent (its summarizer and budget). Allowed only when the thread has no running or interrupted run and no queued request; otherwise 409 thread_busy (never queued). 422 not_supported: the agent lacks the manual_compression capability; 409 agent_unavailable: the thread's agent is not registered or could not start. 507 workdir_unavailable: large tool results had to be offloaded but the Workdir could not be written; nothing was changed.
  *
  * @param {ClientConfig} config
  * @param {{thread_id: string}} args
@@ -483,8 +524,8 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
@@ -498,12 +539,15 @@ export function compressContext(config, args = {}, options = {}) {
 /**
  * CreateThread: POST /v1/threads (201)
  *
+ * 422 unknown_agent: `agent_id` names no registered agent (ListAgents).
+ *
  * @param {ClientConfig} config
  * @param {{body: CreateThreadIn}} args
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
@@ -523,13 +567,32 @@ export function createThread(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * GetAgent: GET /v1/agents/{agent_id} (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{agent_id: string}} args
+ *   - agent_id: pattern ^[A-Za-z0-9_.-]{1,100}$
+ * @param {RequestOptions} [options]
+ * @returns {Promise<AgentOut>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ */
+export function getAgent(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/agents/{agent_id}", "pathParams": ["agent_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -623,6 +686,23 @@ export function health(config, args = {}, options = {}) {
 }
 
 /**
+ * ListAgents: GET /v1/agents (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{}} [args]
+ * @param {RequestOptions} [options]
+ * @returns {Promise<AgentList>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ */
+export function listAgents(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/agents", "pathParams": [], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
  * ListMessages: GET /v1/threads/{thread_id}/messages (200)
  *
  * @param {ClientConfig} config
@@ -695,9 +775,9 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
  * @throws {ApiError} 413 payload_too_large
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
@@ -750,8 +830,8 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments)
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
+ * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
@@ -815,7 +895,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
  * @throws {ApiError} 401 unauthorized: missing or wrong API key
  * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued
+ * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
  * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
  * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
  * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
@@ -858,11 +938,13 @@ export function createClient(config = {}) {
     compressContext: (args, options) => compressContext(config, args, options),
     createThread: (args, options) => createThread(config, args, options),
     deleteThread: (args, options) => deleteThread(config, args, options),
+    getAgent: (args, options) => getAgent(config, args, options),
     getAgentState: (args, options) => getAgentState(config, args, options),
     getRequest: (args, options) => getRequest(config, args, options),
     getRun: (args, options) => getRun(config, args, options),
     getThread: (args, options) => getThread(config, args, options),
     health: (args, options) => health(config, args, options),
+    listAgents: (args, options) => listAgents(config, args, options),
     listMessages: (args, options) => listMessages(config, args, options),
     listRuns: (args, options) => listRuns(config, args, options),
     listThreads: (args, options) => listThreads(config, args, options),

@@ -11,6 +11,7 @@ call, an HTTP server is called per request; a failing call is a tool error the m
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,11 @@ class McpUnavailable(Exception):
 def connection(server: McpServerSpec, base_dir: Path | None) -> dict[str, Any]:
     """The adapters' connection dict of one server."""
     if mcp_transport(server) == "stdio":
+        # ``python``: the interpreter running Threadkeeper (its venv has the ``mcp`` package).
+        command = sys.executable if server.command[0] == "python" else server.command[0]
         conn: dict[str, Any] = {
             "transport": "stdio",
-            "command": server.command[0],
+            "command": command,
             "args": list(server.command[1:]),
         }
         if server.env:

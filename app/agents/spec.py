@@ -47,8 +47,9 @@ class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class McpServerSpec(_Spec, frozen=True, kw_only=True):
-    """One MCP server: ``command`` (stdio: argv, the first item the executable) or ``url``
-    (streamable HTTP). Its tools join the agent's under their own names."""
+    """One MCP server: ``command`` (stdio: argv, the first item the executable; ``python`` is
+    the interpreter running Threadkeeper) or ``url`` (streamable HTTP). Its tools join the
+    agent's under their own names."""
 
     name: str
     command: list[str] = []

@@ -1,0 +1,1 @@
+"""Example agents, MCP server and Python tool (README "Agents")."""

@@ -129,9 +129,13 @@ def budget_of(spec: AgentSpec, settings: Settings) -> CompressionSettings:
     try:
         return msgspec.convert(merged, CompressionSettings)
     except (msgspec.ValidationError, ValueError) as exc:
-        # CompressionSettings names the variable; here the field is the agent's.
-        text = re.sub(r"THREADKEEPER_([A-Z_]+)", lambda m: m.group(1).lower(), str(exc))
-        raise AgentsFileError(f"agent {spec.id!r}: compression.{text}") from exc
+        # CompressionSettings names the variable ("THREADKEEPER_X must be > 0"); here the
+        # field is the agent's: "field 'compression.x': must be > 0".
+        text = str(exc)
+        named = re.match(r"THREADKEEPER_([A-Z_]+) (.*)", text)
+        if named:
+            text = f"field 'compression.{named.group(1).lower()}': {named.group(2)}"
+        raise AgentsFileError(f"agent {spec.id!r}: {text}") from exc
 
 
 def load_agent_specs(settings: Settings) -> list[AgentSpec]:

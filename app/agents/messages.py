@@ -11,7 +11,8 @@ MARKER = "threadkeeper"
 
 def message_text(message: BaseMessage) -> str:
     """The text of a message whether its content is a string or a list of blocks."""
-    return message.text if isinstance(message.content, list) else str(message.content or "")
+    # ``str()``: ``.text`` is a ``TextAccessor`` (a str subclass msgspec refuses to encode).
+    return str(message.text) if isinstance(message.content, list) else str(message.content or "")
 
 
 def marker(message: BaseMessage) -> dict[str, Any]:

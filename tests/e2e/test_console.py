@@ -569,3 +569,38 @@ async def test_console_withdraws_a_queued_message(
         await expect(page.locator("#send-button")).to_be_enabled()
         assert page_errors == []
         await page.context.close()
+
+
+# --- issue 19: agents ---------------------------------------------------------------------------
+async def test_console_agent_picker_thread_agent_and_budget(
+    live_server: LiveServerFactory, browser: Browser, tmp_path: Path
+) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[[agents]]\nid = "default"\nname = "Generalist"\nmodel = "offline"\n\n'
+        '[[agents]]\nid = "tight"\nname = "Tight budget"\nmodel = "offline"\n'
+        "[agents.compression]\nsummary_threshold = 4321\nsummary_keep_recent_tokens = 1000\n"
+    )
+    async with live_server(agents_file=str(agents)) as base_url:
+        page, page_errors = await open_console(browser, base_url)
+        picker = page.locator("#new-thread-agent")
+        await expect(picker).to_be_visible()
+        await expect(picker.locator("option")).to_have_text(["Generalist", "Tight budget"])
+        await expect(picker).to_have_value("default")
+
+        await picker.select_option("tight")
+        await create_thread(page, "Tight thread")
+        current = page.locator("#thread-list [aria-current=true]")
+        await expect(current).to_contain_text("Tight budget")
+        await expect(page.locator("#agent-name")).to_have_text("Tight budget")
+        await expect(page.locator("#agent-budget")).to_contain_text("threshold 4,321")
+        await expect(page.locator("#summary-threshold")).to_have_text("4,321")
+
+        await picker.select_option("default")
+        await create_thread(page, "General thread")
+        await expect(page.locator("#thread-list [aria-current=true]")).to_contain_text("Generalist")
+        await expect(page.locator("#agent-name")).to_have_text("Generalist")
+        await expect(page.locator("#agent-budget")).to_contain_text("threshold 12,000")
+        await page.screenshot(path=str(ARTIFACTS / "console-agents.png"), full_page=True)
+        assert page_errors == []
+        await page.context.close()

@@ -20,6 +20,9 @@ const FINAL = ["completed", "failed", "cancelled"];
 const state = {
   apiKey: localStorage.getItem(KEY_STORAGE) || "",
   threads: [],
+  /** agent id -> AgentOut (ListAgents) */
+  agents: new Map(),
+  defaultAgentId: null,
   nextCursor: null,
   threadId: null,
   /** @type {AbortController | null} cancels everything tied to the selected thread */
@@ -199,6 +202,7 @@ async function connect(key) {
   localStorage.setItem(KEY_STORAGE, state.apiKey);
   setPill($("connection"), "connecting…", "pending");
   try {
+    await loadAgents();
     await loadThreads();
     setPill($("connection"), "connected", "ok");
     $("message-input").disabled = !state.threadId;
@@ -210,6 +214,36 @@ async function connect(key) {
     const text = err instanceof ApiError && err.status === 401 ? "unauthorized: wrong API key" : describeError(err);
     setPill($("connection"), text, "error");
   }
+}
+
+async function loadAgents() {
+  const listed = await api.listAgents();
+  state.agents = new Map(listed.items.map((a) => [a.id, a]));
+  state.defaultAgentId = listed.default_agent_id;
+  const picker = $("new-thread-agent");
+  picker.replaceChildren(
+    ...listed.items.map((a) =>
+      el(
+        "option",
+        { value: a.id, selected: a.id === listed.default_agent_id, title: a.description },
+        a.available ? a.name : `${a.name} (unavailable)`,
+      ),
+    ),
+  );
+  picker.hidden = listed.items.length < 2;
+}
+
+/** The agent's display name (its id when it is not registered any more). */
+function agentName(agentId) {
+  return state.agents.get(agentId)?.name || agentId;
+}
+
+/** @param {import("./api-client.js").AgentBudget} b */
+function describeBudget(b) {
+  return (
+    `threshold ${formatNumber(b.summary_threshold)}, keep recent ${formatNumber(b.summary_keep_recent_tokens)}, ` +
+    `summary ≤ ${formatNumber(b.summary_max_tokens)}, previews ${formatNumber(b.tool_result_preview_tokens)} tokens`
+  );
 }
 
 async function loadThreads({ more = false } = {}) {
@@ -236,7 +270,7 @@ function renderThreads() {
             onclick: () => selectThread(t.id),
           },
           el("span", { class: "thread-title" }, t.title || "Untitled thread"),
-          el("span", { class: "thread-meta" }, `${t.id.slice(0, 8)} · ${formatDate(t.created_at)}`),
+          el("span", { class: "thread-meta" }, `${agentName(t.agent_id)} · ${t.id.slice(0, 8)} · ${formatDate(t.created_at)}`),
         ),
       ),
     ),
@@ -274,8 +308,9 @@ async function deleteThread() {
   toast("Thread deleted.");
 }
 
-async function createThread(title) {
-  const thread = await api.createThread({ body: { title } });
+async function createThread(title, agentId) {
+  const body = agentId ? { title, agent_id: agentId } : { title };
+  const thread = await api.createThread({ body });
   state.threads = [thread, ...state.threads];
   renderThreads();
   await selectThread(thread.id);
@@ -848,11 +883,17 @@ function renderAgentState(view) {
   $("suggestion").hidden = !suggested;
   $("compress-button").classList.toggle("suggested", suggested);
 
+  const agent = state.agents.get(view.agent_id);
+  $("agent-name").textContent = agent ? agent.name : `${view.agent_id} (not registered)`;
+  $("agent-budget").textContent = agent ? describeBudget(agent.budget) : "–";
+
   const manual = view.capabilities.manual_compression;
   const notice = $("compress-result");
   const busy = !manual.available && manual.reason === "thread_busy";
   if (!busy && notice.dataset.state === "busy") notice.hidden = true; // idle again
-  $("manual-availability").textContent = manual.available ? "available" : `unavailable (${manual.reason || "unknown"})`;
+  $("manual-availability").textContent = manual.available
+    ? "available"
+    : `unavailable (${manual.reason || "unknown"}${manual.detail ? `: ${manual.detail}` : ""})`;
   $("summary-info").textContent = view.summary.present
     ? `present, covers ${view.summary.summarized_messages} messages`
     : "none";
@@ -961,7 +1002,7 @@ function wire() {
     event.preventDefault();
     if (!state.apiKey) return toast("Enter your API key first.");
     try {
-      await createThread($("new-thread-title").value.trim());
+      await createThread($("new-thread-title").value.trim(), $("new-thread-agent").value || null);
       $("new-thread-title").value = "";
     } catch (err) {
       toast(`Could not create the thread: ${describeError(err)}`);

@@ -117,7 +117,11 @@ BAD: list[tuple[str, Any, str]] = [
     ("duplicate-id", {"agents": [AGENT, AGENT]}, "agent 'x': field 'id': defined twice"),
     (
         "mcp-both",
-        {"agents": [{**AGENT, "mcp_servers": [{"name": "m", "command": ["a"], "url": "http://h"}]}]},
+        {
+            "agents": [
+                {**AGENT, "mcp_servers": [{"name": "m", "command": ["a"], "url": "http://h"}]}
+            ]
+        },
         "agent 'x': field 'mcp_servers[0]'",
     ),
     (
@@ -143,7 +147,11 @@ def test_each_misconfiguration_is_refused_in_one_line(
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "expected"),
-    [b[1:] for b in BAD if b[0] in {"unknown-field", "zero-threshold", "python-tool", "api-key-unset"}],
+    [
+        b[1:]
+        for b in BAD
+        if b[0] in {"unknown-field", "zero-threshold", "python-tool", "api-key-unset"}
+    ],
 )
 def test_the_entry_point_exits_2_with_one_line(tmp_path: Path, body: Any, expected: str) -> None:
     path = write(tmp_path, body)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
@@ -45,18 +45,6 @@ def _lease_until(lease_seconds: float) -> Any:
 class RunRequestRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-
-    async def oldest_queued(self, thread_id: uuid.UUID) -> AgentRunRequest | None:
-        return await self.session.scalar(
-            select(AgentRunRequest)
-            .where(
-                AgentRunRequest.thread_id == thread_id,
-                AgentRunRequest.status == RequestStatus.QUEUED,
-            )
-            .order_by(AgentRunRequest.seq)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
 
     async def mark(self, request_id: uuid.UUID, status: RequestStatus) -> None:
         await self.session.execute(
@@ -97,32 +85,6 @@ class RunRequestRepository:
             )
         )
         return set(rows)
-
-    async def claimable_thread(self) -> uuid.UUID | None:
-        """The idle thread whose oldest queued input waited longest, locked (SKIP LOCKED).
-
-        Locking the Conversation row here is what keeps claim, intake and compress apart.
-        """
-        queued = (
-            select(func.min(AgentRunRequest.created_at))
-            .where(
-                AgentRunRequest.thread_id == Conversation.id,
-                AgentRunRequest.status == RequestStatus.QUEUED,
-            )
-            .scalar_subquery()
-        )
-        active = exists().where(
-            AgentRun.thread_id == Conversation.id,
-            AgentRun.status.in_(ACTIVE_RUN_STATUSES),
-        )
-        stmt = (
-            select(Conversation.id)
-            .where(queued.is_not(None), ~active)
-            .order_by(queued)
-            .limit(1)
-            .with_for_update(of=Conversation, skip_locked=True)
-        )
-        return await self.session.scalar(stmt)
 
 
 class RunRepository:

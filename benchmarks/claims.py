@@ -54,6 +54,7 @@ from app.db.models import (
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
 from app.repositories.claim_queue import ClaimQueueRepository
+from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.engine import RunWorker
 from benchmarks.common import fresh_database, server_from_env
@@ -98,7 +99,14 @@ def old_oldest_queued(thread_id: uuid.UUID) -> Any:
 
 
 class OldClaims(RunClaims):
-    """The old claim's look at the threads (only ever idle here: it finds nothing to start)."""
+    """The old claim's look at the threads (only ever idle here: it finds nothing to start),
+    and the old lease check (no look at the next expiry: it ran on every poll)."""
+
+    async def recover_expired(self) -> int:
+        async with self.sessions() as session, session.begin():
+            expired = await RunRepository(session).expired()
+            assert not expired, "the idle phase has no running run"
+            return 0
 
     async def claim_next(self) -> ClaimedRun | None:
         async with self.sessions() as session, session.begin():

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
@@ -33,6 +33,11 @@ class IllegalTransition(RuntimeError):
     """A status change the run's state machine does not allow (the caller holds the run's
     lock and checked its status first, so this is a bug or an unlocked race, never user input)."""
 
+
+#: ``status = 'running'`` as a literal, for the claim loop's looks (expired leases, runs handed
+#: back): every round sends them, and only a literal lets a cached generic plan use the partial
+#: index of active runs instead of scanning every finished run (see ``ACTIVE_RUN_SQL``).
+_RUNNING_LITERAL = text("agent_runs.status = 'running'")
 
 #: The columns that say no worker holds the run.
 _NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
@@ -186,7 +191,7 @@ class RunRepository:
             await self.session.scalars(
                 select(AgentRun)
                 .where(
-                    AgentRun.status == RunStatus.RUNNING,
+                    _RUNNING_LITERAL,
                     AgentRun.lease_holder.is_not(None),
                     AgentRun.lease_expires_at < func.now(),
                 )
@@ -233,7 +238,7 @@ class RunRepository:
         run = await self.session.scalar(
             select(AgentRun)
             .where(
-                AgentRun.status == RunStatus.RUNNING,
+                _RUNNING_LITERAL,
                 AgentRun.lease_holder.is_(None),
                 AgentRun.resume_payload.is_not(None),
             )

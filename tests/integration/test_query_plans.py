@@ -201,7 +201,9 @@ async def test_a_claim_reads_the_queue_not_the_threads(
 ) -> None:
     """Issue 23 item 1: the claim finds the heads of the queues through the partial index of
     queued requests and each candidate's runs through their indexes; no table is scanned
-    whole (the old claim ran a sub-plan per thread over all of ``conversations``)."""
+    whole (the old claim ran a sub-plan per thread over all of ``conversations``). The loop's
+    other looks (expired leases, runs handed back) read only the partial index of active runs,
+    even as cached generic plans."""
     async with app_factory(start_worker=False) as h:
         _seed_idle_threads(clean_db, FINISHED_RUNS)
         tid = (await h.client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
@@ -209,14 +211,26 @@ async def test_a_claim_reads_the_queue_not_the_threads(
             f"/v1/threads/{tid}/messages", json={"content": "q"}, headers=AUTH
         )
         assert posted.status_code == 202, posted.text
+        worker = h.container.worker
         with captured_statements(h.container.engine) as seen:
-            claimed = await h.container.worker.claim_next()
+            # One claim round of the loop: the lease check, runs handed back, the queue.
+            assert await worker.recover_expired() == 0
+            assert await worker.claims.claim_resumable() is None
+            loop_looks = len(seen)
+            claimed = await worker.claim_next()
         assert claimed is not None and str(claimed.thread_id) == tid
+        for statement, parameters in seen:
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
+            assert not [s for s in scans if s[0] == "Seq Scan"], (statement, scans)
+        for statement, parameters in seen[:loop_looks]:
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
+            assert scans and all(
+                index == "uq_agent_runs_one_active_per_thread" for _, _, index in scans
+            ), (statement, scans)
         claim = [(s, p) for s, p in seen if "agent_run_requests" in s]
         assert len(claim) == 2, seen  # the look (lock the thread), the dispatch
         for statement, parameters in claim:
             scans = _scans(_generic_plan(clean_db, statement, parameters))
-            assert not [s for s in scans if s[0] == "Seq Scan"], (statement, scans)
             on_requests = {
                 index
                 for node, table, index in scans

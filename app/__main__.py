@@ -108,7 +108,11 @@ def _check_worker(settings: WorkerSettings) -> None:
     from app.heartbeat import read_beat_age
 
     age = read_beat_age(Path(settings.worker_heartbeat_file))
-    limit = max(settings.lease_seconds, 3 * settings.worker_poll_seconds)
+    limit = max(
+        settings.lease_seconds,
+        3 * settings.worker_poll_seconds,
+        3 * settings.worker_idle_poll_seconds,
+    )
     if age is None or age > limit:
         seen = "never" if age is None else f"{age:.1f} s ago"
         print(f"unhealthy: worker heartbeat {seen} (limit {limit:.0f} s)", file=sys.stderr)

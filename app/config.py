@@ -162,7 +162,11 @@ class TelemetrySettings(_Group, frozen=True, kw_only=True):
 class WorkerSettings(_Group, frozen=True, kw_only=True):
     #: Run the worker inside the API process (default). ``false`` in deploy, where ``worker`` runs apart.
     worker_in_process: bool = True
+    #: How often the claim loop looks for work while no notification can wake it (the
+    #: listener is down, or another transaction held a claimable thread).
     worker_poll_seconds: float = 0.5
+    #: ... and while the listener is up (NOTIFY wakes the worker): a rare, cheap safety net.
+    worker_idle_poll_seconds: float = 10.0
     #: Runs executed at once by one worker process (each on a different thread).
     worker_concurrency: int = 4
     lease_seconds: float = 30.0
@@ -182,6 +186,7 @@ class WorkerSettings(_Group, frozen=True, kw_only=True):
             "lease_seconds",
             "heartbeat_seconds",
             "worker_poll_seconds",
+            "worker_idle_poll_seconds",
             "worker_concurrency",
             "delta_flush_ms",
             "delta_flush_chars",

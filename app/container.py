@@ -179,6 +179,8 @@ async def build_container(
         libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None
     )
     wake = worker.wake if run_in_process else None
+    if run_in_process:
+        worker.listening = notifier.connected
     container = Container(
         settings=settings,
         database_url=url,

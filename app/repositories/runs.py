@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
@@ -34,6 +34,11 @@ class IllegalTransition(RuntimeError):
     lock and checked its status first, so this is a bug or an unlocked race, never user input)."""
 
 
+#: ``status = 'running'`` as a literal, for the claim loop's looks (expired leases, runs handed
+#: back): every round sends them, and only a literal lets a cached generic plan use the partial
+#: index of active runs instead of scanning every finished run (see ``ACTIVE_RUN_SQL``).
+_RUNNING_LITERAL = text("agent_runs.status = 'running'")
+
 #: The columns that say no worker holds the run.
 _NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
 
@@ -45,18 +50,6 @@ def _lease_until(lease_seconds: float) -> Any:
 class RunRequestRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-
-    async def oldest_queued(self, thread_id: uuid.UUID) -> AgentRunRequest | None:
-        return await self.session.scalar(
-            select(AgentRunRequest)
-            .where(
-                AgentRunRequest.thread_id == thread_id,
-                AgentRunRequest.status == RequestStatus.QUEUED,
-            )
-            .order_by(AgentRunRequest.seq)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
 
     async def mark(self, request_id: uuid.UUID, status: RequestStatus) -> None:
         await self.session.execute(
@@ -97,32 +90,6 @@ class RunRequestRepository:
             )
         )
         return set(rows)
-
-    async def claimable_thread(self) -> uuid.UUID | None:
-        """The idle thread whose oldest queued input waited longest, locked (SKIP LOCKED).
-
-        Locking the Conversation row here is what keeps claim, intake and compress apart.
-        """
-        queued = (
-            select(func.min(AgentRunRequest.created_at))
-            .where(
-                AgentRunRequest.thread_id == Conversation.id,
-                AgentRunRequest.status == RequestStatus.QUEUED,
-            )
-            .scalar_subquery()
-        )
-        active = exists().where(
-            AgentRun.thread_id == Conversation.id,
-            AgentRun.status.in_(ACTIVE_RUN_STATUSES),
-        )
-        stmt = (
-            select(Conversation.id)
-            .where(queued.is_not(None), ~active)
-            .order_by(queued)
-            .limit(1)
-            .with_for_update(of=Conversation, skip_locked=True)
-        )
-        return await self.session.scalar(stmt)
 
 
 class RunRepository:
@@ -224,7 +191,7 @@ class RunRepository:
             await self.session.scalars(
                 select(AgentRun)
                 .where(
-                    AgentRun.status == RunStatus.RUNNING,
+                    _RUNNING_LITERAL,
                     AgentRun.lease_holder.is_not(None),
                     AgentRun.lease_expires_at < func.now(),
                 )
@@ -271,7 +238,7 @@ class RunRepository:
         run = await self.session.scalar(
             select(AgentRun)
             .where(
-                AgentRun.status == RunStatus.RUNNING,
+                _RUNNING_LITERAL,
                 AgentRun.lease_holder.is_(None),
                 AgentRun.resume_payload.is_not(None),
             )

@@ -177,6 +177,8 @@ class RunService:
             elif run.status in ACTIVE_RUN_STATUSES:
                 # Interrupted, or resumed but not yet picked up: no worker to stop, end it here.
                 await runs.cancel(run_id, CANCELLED)
+                # The thread is idle now: input queued behind the run is claimable.
+                await runs.announce_work()
             else:
                 raise InvalidState(f"run is already {run.status.value}")
             await session.flush()

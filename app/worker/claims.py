@@ -1,5 +1,6 @@
-"""Which run a worker takes next: queued input of an idle thread (FIFO), a run handed back
-(resumed or released), and the housekeeping of the claim loop (expired leases, old events).
+"""Which run a worker takes next: queued input of an idle thread (FIFO per thread, fair across
+threads: app/repositories/claim_queue.py), a run handed back (resumed or released), and the
+housekeeping of the claim loop (expired leases, old events).
 
 Mutual exclusion comes from the Conversation row lock taken at claim time plus the partial unique
 index "one running/interrupted run per thread", never from LangGraph, which has no thread lock.
@@ -18,10 +19,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
-from app.db.models import RequestStatus
+from app.agents.spec import DEFAULT_AGENT_ID
+from app.repositories.claim_queue import ClaimQueueRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.run_events import RunEventRepository
-from app.repositories.runs import RunRepository, RunRequestRepository
+from app.repositories.runs import RunRepository
 from app.worker.errors import LEASE_EXPIRED
 
 log = structlog.get_logger(__name__)
@@ -30,6 +32,9 @@ log = structlog.get_logger(__name__)
 PRUNE_BATCH = 5000
 #: ``resume_payload`` key of a run released by a draining worker (running, no lease holder).
 HANDOFF_KEY = "threadkeeper_handoff"
+#: Looks at the queue per ``claim_next`` when the thread found is taken by another worker first.
+CLAIM_ATTEMPTS = 3
+_LOCKED, _LOST = object(), object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,35 +101,58 @@ class RunClaims:
         self.holder = holder
         self.lease_seconds = lease_seconds
         self.retention_seconds = retention_seconds
+        #: The last ``claim_next`` saw claimable threads but could take none of them.
+        self.contended = False
+        #: Seconds from the last ``recover_expired`` to the next lease expiry (None: no lease).
+        self.next_expiry_in: float | None = None
 
     async def claim_next(self) -> ClaimedRun | None:
-        """Oldest queued input of an idle thread -> a running run, in one transaction."""
+        """Oldest queued input of the idle thread ready longest -> a running run.
+
+        Sets ``contended`` when idle threads with queued input were seen but none could be
+        taken (each held by another transaction at that instant): look again soon.
+        """
+        self.contended = False
+        for _ in range(CLAIM_ATTEMPTS):
+            outcome = await self._claim_once()
+            if outcome is None or isinstance(outcome, ClaimedRun):
+                return outcome
+            if outcome is _LOCKED:
+                break
+        self.contended = True
+        return None
+
+    async def _claim_once(self) -> ClaimedRun | object | None:
+        """A claimed run; None when nothing is claimable; ``_LOCKED`` when every candidate was
+        held by another transaction; ``_LOST`` when another worker took the thread first."""
         try:
             async with self.sessions() as session, session.begin():
-                requests = RunRequestRepository(session)
-                thread_id = await requests.claimable_thread()
-                if thread_id is None:
-                    return None
-                conv = await ConversationRepository(session).get(thread_id)
-                request = await requests.oldest_queued(thread_id)
-                if conv is None or request is None:
-                    return None
-                await requests.mark(request.id, RequestStatus.DISPATCHED)
+                queue = ClaimQueueRepository(session)
+                picked = await queue.pick_thread()
+                if picked.thread_id is None or picked.owner_id is None:
+                    return _LOCKED if picked.ready else None
+                request = await queue.dispatch_head(picked.thread_id)
+                if request is None:
+                    return _LOST
                 run = await RunRepository(session).start(
-                    thread_id=thread_id,
-                    request_id=request.id,
+                    thread_id=picked.thread_id,
+                    request_id=request.request_id,
                     holder=self.holder,
                     lease_seconds=self.lease_seconds,
                 )
                 payload = request.payload
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
                 return ClaimedRun(
-                    run.id, thread_id, conv.owner_id, {"messages": [human]}, conv.agent_id
+                    run.id,
+                    picked.thread_id,
+                    picked.owner_id,
+                    {"messages": [human]},
+                    picked.agent_id or DEFAULT_AGENT_ID,
                 )
         except IntegrityError:
-            # Another worker started a run on this thread between our snapshot and our insert.
+            # Belt and braces: the partial unique index "one active run per thread" refused.
             log.info("claim_lost_race")
-            return None
+            return _LOST
 
     async def claim_resumable(self) -> ClaimedRun | None:
         """A run handed back (resumed by a human, or released by a draining worker)."""
@@ -141,7 +169,10 @@ class RunClaims:
             return ClaimedRun(run.id, run.thread_id, conv.owner_id, graph_input, conv.agent_id)
 
     async def recover_expired(self) -> int:
-        """Runs whose worker vanished: fail them (their input is not replayed: tools may have run)."""
+        """Runs whose worker vanished: fail them (their input is not replayed: tools may have run).
+
+        Also notes in ``next_expiry_in`` when the next lease can run out (None: none held), so
+        an idle claim loop checks again then, not on every poll."""
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             expired = await runs.expired()
@@ -149,7 +180,13 @@ class RunClaims:
                 await runs.fail(run.id, LEASE_EXPIRED)
                 log.warning("run_lease_recovered", run_id=str(run.id))
                 metrics.LEASE_RECOVERIES.inc()
+            self.next_expiry_in = await ClaimQueueRepository(session).seconds_to_next_expiry()
             return len(expired)
+
+    async def announce(self) -> None:
+        """Wake every worker (NOTIFY): work this one will not take is up for grabs."""
+        async with self.sessions() as session, session.begin():
+            await RunRepository(session).announce_work()
 
     async def prune_run_events(self) -> int:
         """Delete the events of runs finished more than the retention period ago (in batches,

@@ -52,6 +52,9 @@ class RunWorker:
         self._loop_task: asyncio.Task[None] | None = None
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(max_concurrent_runs)
+        #: The listener's "connected" flag (set by the container): while it is set, NOTIFY
+        #: wakes this worker and the claim loop polls only every ``worker_idle_poll_seconds``.
+        self.listening: asyncio.Event | None = None
         #: Touched by the claim loop (standalone worker): ``python -m app worker --check``.
         self.heartbeat_file: Path | None = None
 
@@ -93,6 +96,7 @@ class RunWorker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
         running = [t for t in self._runs.values() if not t.done()]
+        had_runs = bool(running)
         if running and seconds > 0:
             log.info("worker_draining", runs=len(running), seconds=seconds)
             await asyncio.wait(running, timeout=seconds)
@@ -107,6 +111,11 @@ class RunWorker:
         for t in running:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        if had_runs:
+            # Nobody is notified of the runs handed back, nor of input queued behind the turns
+            # that finished meanwhile (this worker would have claimed it): wake the others.
+            with contextlib.suppress(Exception):
+                await self.claims.announce()
 
     def wake(self) -> None:
         self._wake.set()
@@ -119,7 +128,7 @@ class RunWorker:
     # --- the claim loop -------------------------------------------------------------------------
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        recovered_at = pruned_at = -math.inf
+        recover_at = pruned_at = -math.inf
         while not self._drain.stopping:
             # Cleared before the claim round, not after it: a wake-up arriving while this round
             # runs (a commit its query could not see yet) must make the wait below return at
@@ -129,9 +138,10 @@ class RunWorker:
                 # Housekeeping on its own clock: an intake wake (hundreds per second under load)
                 # must cost nothing while every slot is busy, not a recovery transaction each.
                 now = loop.time()
-                if now - recovered_at >= self.settings.worker_poll_seconds:
-                    recovered_at = now
+                if now >= recover_at:
+                    recover_at = now + self._poll()  # kept if the look fails (database down)
                     await self.recover_expired()
+                    recover_at = now + self._recovery_interval()
                 if now - pruned_at >= self.prune_interval():
                     pruned_at = now
                     await self.prune_run_events()
@@ -142,8 +152,32 @@ class RunWorker:
                 raise
             except Exception as exc:
                 log.error("worker_loop_error", error=repr(exc))
+            due = min(recover_at, pruned_at + self.prune_interval(), loop.time() + self._poll())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_seconds)
+                await asyncio.wait_for(self._wake.wait(), max(due - loop.time(), 0.0))
+
+    def _notified(self) -> bool:
+        """True while a listener delivers the work channel's notifications to ``wake``."""
+        return self.listening is not None and self.listening.is_set()
+
+    def _poll(self) -> float:
+        """The longest the loop sleeps without a wake-up: rare while notifications arrive (a
+        safety net), ``worker_poll_seconds`` while they cannot, or after a round that saw
+        claimable threads all held by other transactions (one of them may let go without
+        anyone being notified: a metadata update, a compression)."""
+        if not self._notified() or self.claims.contended:
+            return self.settings.worker_poll_seconds
+        return self.settings.worker_idle_poll_seconds
+
+    def _recovery_interval(self) -> float:
+        """Until the next look for expired leases: at the next lease's expiry (leases are
+        extended meanwhile, so that look often finds none and sets a later one), at most a
+        poll period away, at least ``worker_poll_seconds``."""
+        upper = self._poll()
+        expiry = self.claims.next_expiry_in
+        if expiry is None:
+            return upper
+        return min(max(expiry + 0.05, self.settings.worker_poll_seconds), upper)
 
     async def _beat(self) -> None:
         """Record that the claim loop just went round with a working database."""

@@ -172,3 +172,70 @@ async def test_metrics_scrape_reads_no_finished_run(app_factory: AppFactory, cle
             )
         assert 'threadkeeper_runs{status="running"} 1.0' in scraped.text
         assert 'threadkeeper_runs{status="completed"}' not in scraped.text
+
+
+def _seed_idle_threads(url: str, threads: int) -> None:
+    """``threads`` idle threads of alice's, each with one answered request and its finished run
+    (what a long-lived deployment mostly holds), then ANALYZEd."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO conversations (id, owner_id, agent_id, title) "
+            "SELECT gen_random_uuid(), 'alice', 'default', 'idle' FROM generate_series(1, %s)",
+            (threads,),
+        )
+        conn.execute(
+            "INSERT INTO agent_run_requests (id, conversation_id, seq, payload, status) "
+            "SELECT gen_random_uuid(), id, 1, '{}'::jsonb, 'dispatched' FROM conversations"
+        )
+        conn.execute(
+            "INSERT INTO agent_runs (id, conversation_id, request_id, status, started_at, "
+            "finished_at) SELECT gen_random_uuid(), conversation_id, id, 'completed', now(), "
+            "now() FROM agent_run_requests"
+        )
+        for table in ("conversations", "agent_run_requests", "agent_runs"):
+            conn.execute(f"ANALYZE {table}")
+
+
+async def test_a_claim_reads_the_queue_not_the_threads(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    """Issue 23 item 1: the claim finds the heads of the queues through the partial index of
+    queued requests and each candidate's runs through their indexes; no table is scanned
+    whole (the old claim ran a sub-plan per thread over all of ``conversations``). The loop's
+    other looks (expired leases, runs handed back) read only the partial index of active runs,
+    even as cached generic plans."""
+    async with app_factory(start_worker=False) as h:
+        _seed_idle_threads(clean_db, FINISHED_RUNS)
+        tid = (await h.client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
+        posted = await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "q"}, headers=AUTH
+        )
+        assert posted.status_code == 202, posted.text
+        worker = h.container.worker
+        with captured_statements(h.container.engine) as seen:
+            # One claim round of the loop: the lease check, runs handed back, the queue.
+            assert await worker.recover_expired() == 0
+            assert await worker.claims.claim_resumable() is None
+            loop_looks = len(seen)
+            claimed = await worker.claim_next()
+        assert claimed is not None and str(claimed.thread_id) == tid
+        for statement, parameters in seen:
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
+            assert not [s for s in scans if s[0] == "Seq Scan"], (statement, scans)
+        for statement, parameters in seen[:loop_looks]:
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
+            assert scans and all(
+                index == "uq_agent_runs_one_active_per_thread" for _, _, index in scans
+            ), (statement, scans)
+        claim = [(s, p) for s, p in seen if "agent_run_requests" in s]
+        assert len(claim) == 2, seen  # the look (lock the thread), the dispatch
+        for statement, parameters in claim:
+            scans = _scans(_generic_plan(clean_db, statement, parameters))
+            on_requests = {
+                index
+                for node, table, index in scans
+                if table == "agent_run_requests" and node != "ModifyTable"
+            }
+            assert on_requests <= {"ix_requests_queued", "agent_run_requests_pkey"}, scans
+        look = _scans(_generic_plan(clean_db, *claim[0]))
+        assert ("Index Scan", "agent_run_requests", "ix_requests_queued") in look, look

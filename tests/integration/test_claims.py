@@ -1,0 +1,182 @@
+"""Issue 23 item 1: claims come from the queue of requests, not from a scan of the threads.
+
+FIFO within a thread, fair turns across threads, two workers claiming at once (SKIP LOCKED: no
+double claim, no waiting on a thread another transaction holds), and an idle worker that sends
+no statement at all between wake-ups. The worker loop is off except in the last test: the
+tests call the worker's own claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import event
+
+from app.db.urls import libpq_url
+from app.repositories.runs import RunRepository
+from app.worker.claims import ClaimedRun, RunClaims
+from tests.conftest import AUTH, AppFactory, AppHarness
+from tests.support.api import new_thread
+
+pytestmark = pytest.mark.integration
+
+
+async def post(h: AppHarness, tid: str, content: str) -> str:
+    resp = await h.client.post(
+        f"/v1/threads/{tid}/messages", json={"content": content}, headers=AUTH
+    )
+    assert resp.status_code == 202, resp.text
+    return resp.json()["request_id"]  # type: ignore[no-any-return]
+
+
+async def complete(h: AppHarness, claimed: ClaimedRun) -> None:
+    """End the run as its worker would after a turn."""
+    async with h.container.sessions() as session, session.begin():
+        await RunRepository(session).complete(claimed.run_id)
+
+
+def content_of(claimed: ClaimedRun) -> str:
+    return str(claimed.graph_input["messages"][0].content)
+
+
+async def test_a_thread_s_requests_are_claimed_in_order_one_run_at_a_time(
+    app_factory: AppFactory,
+) -> None:
+    async with app_factory(start_worker=False) as h:
+        tid = await new_thread(h)
+        for n in range(3):
+            await post(h, tid, f"m{n}")
+        worker = h.container.worker
+        taken = []
+        for _ in range(3):
+            claimed = await worker.claim_next()
+            assert claimed is not None
+            # One run per thread: the next input waits for this run to end.
+            assert await worker.claim_next() is None
+            taken.append(content_of(claimed))
+            await complete(h, claimed)
+        assert taken == ["m0", "m1", "m2"]
+        assert await worker.claim_next() is None
+
+
+async def test_a_long_queue_takes_turns_with_other_threads(app_factory: AppFactory) -> None:
+    """Thread A queues five inputs before B and C queue one each. After A's first turn, B and
+    C (ready since they posted) go before A's second input (ready when A's turn ended). The
+    old claim ordered threads by their oldest queued input and ran all of A's first."""
+    async with app_factory(start_worker=False) as h:
+        a, b, c = [await new_thread(h) for _ in range(3)]
+        for n in range(5):
+            await post(h, a, f"a{n}")
+        await post(h, b, "b0")
+        await post(h, c, "c0")
+        worker = h.container.worker
+        order = []
+        while (claimed := await worker.claim_next()) is not None:
+            order.append(content_of(claimed))
+            await complete(h, claimed)
+        assert order == ["a0", "b0", "c0", "a1", "a2", "a3", "a4"]
+
+
+async def test_a_thread_held_by_another_transaction_is_skipped_not_waited_for(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    async with app_factory(start_worker=False) as h:
+        first, second = await new_thread(h), await new_thread(h)
+        await post(h, first, "first")
+        await post(h, second, "second")
+        worker = h.container.worker
+        with psycopg.connect(libpq_url(clean_db)) as other:
+            # Another transaction (intake, compress, a claim) holds the first thread's lock.
+            other.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (first,))
+            claimed = await asyncio.wait_for(worker.claim_next(), 60)
+            assert claimed is not None and str(claimed.thread_id) == second
+            # Only the held thread is left: nothing claimed, nothing waited for, and the loop
+            # is told to look again soon (no notification comes when the lock is let go).
+            assert await asyncio.wait_for(worker.claim_next(), 60) is None
+            assert worker.claims.contended
+            other.rollback()
+        claimed = await worker.claim_next()
+        assert claimed is not None and str(claimed.thread_id) == first
+        assert not worker.claims.contended
+
+
+async def test_two_workers_claiming_at_once_never_take_the_same_thread(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    threads, per_thread = 12, 2
+    async with app_factory(start_worker=False) as h:
+        for t in range(threads):
+            tid = await new_thread(h)
+            for n in range(per_thread):
+                await post(h, tid, f"t{t}m{n}")
+        settings = h.container.settings.worker
+        workers = [
+            RunClaims(h.container.sessions, holder, settings.lease_seconds, 0)
+            for holder in ("worker-a", "worker-b")
+        ]
+        claimed: list[ClaimedRun] = []
+        while True:
+            # Both claim at the same moment, as many times as there are threads.
+            rounds = await asyncio.gather(
+                *(w.claim_next() for w in workers for _ in range(threads // 2))
+            )
+            got = [c for c in rounds if c is not None]
+            if not got and not any(w.contended for w in workers):
+                break
+            # One run per thread at a time: no two runs of this round share a thread.
+            assert len({c.thread_id for c in got}) == len(got), got
+            claimed += got
+            for c in got:
+                await complete(h, c)
+    assert len(claimed) == threads * per_thread
+    assert len({content_of(c) for c in claimed}) == threads * per_thread  # none twice
+    with psycopg.connect(libpq_url(clean_db)) as conn:
+        rows = conn.execute(
+            "SELECT r.status::text, count(a.id) FROM agent_run_requests r "
+            "LEFT JOIN agent_runs a ON a.request_id = r.id GROUP BY r.id"
+        ).fetchall()
+    assert rows and all(status == "dispatched" and runs == 1 for status, runs in rows), rows
+
+
+async def test_an_idle_worker_sends_no_statement_until_woken(app_factory: AppFactory) -> None:
+    """The old loop claimed every ``worker_poll_seconds`` (0.05 s here) whether or not anything
+    was queued. Now, with the listener up, nothing is sent until a notification wakes it."""
+    async with app_factory(worker_idle_poll_seconds=3600.0) as h:
+        await asyncio.wait_for(h.container.notifier.connected.wait(), 60)
+        sent: list[str] = []
+
+        def record(*args: Any) -> None:
+            sent.append(args[2])
+
+        engine = h.container.engine.sync_engine
+        event.listen(engine, "before_cursor_execute", record)
+        try:
+            await settle(sent)
+            sent.clear()
+            await asyncio.sleep(3)
+            assert sent == [], sent
+
+            # Woken by the message: the turn runs, then the worker goes quiet again.
+            tid = await new_thread(h)
+            await post(h, tid, "hello")
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=60)
+            assert run["status"] == "completed", run
+            await settle(sent)
+            sent.clear()
+            await asyncio.sleep(3)
+            assert sent == [], sent
+        finally:
+            event.remove(engine, "before_cursor_execute", record)
+
+
+async def settle(sent: list[str], rounds: int = 40) -> None:
+    """Until no statement went out for a second (start-up and the first rounds are over); a
+    worker that polls never lets it settle, and the assertion after it fails."""
+    for _ in range(rounds):
+        before = len(sent)
+        await asyncio.sleep(1.0)
+        if len(sent) == before:
+            return

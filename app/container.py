@@ -22,7 +22,7 @@ from app.agents.middlewares.summary import ContextCompressor
 from app.agents.models import build_chat_model
 from app.agents.summarizers import Summarizer, build_summarizer
 from app.agents.tools import build_tools
-from app.agents.workdir import Workdir, open_workdir
+from app.agents.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
 from app.db.checkpointer import BoundedPostgresSaver
 from app.db.embedded import start_embedded_postgres
@@ -148,7 +148,7 @@ async def build_container(
     checkpointer = BoundedPostgresSaver(pool, acquire_timeout=db.db_pool_timeout_seconds)
     await checkpointer.setup()
 
-    workdir = open_workdir(settings.workdir)
+    workdir = open_workdir(settings.workdir, PgIndex(sessions))
     summarizer = summarizer or build_summarizer(settings.models, settings.compression)
     compressor = ContextCompressor.from_settings(
         settings.compression, summarizer=summarizer, workdir=workdir

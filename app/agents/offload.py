@@ -27,7 +27,13 @@ from app.agents.recall import index_fields
 from app.agents.summary_messages import is_offloaded
 from app.agents.tokens import Measurement, TokenCounter
 from app.agents.tool_names import RECOVERY_TOOLS
-from app.agents.workdir import OffloadRecord, Workdir, WorkdirError, WorkdirPathError
+from app.agents.workdir import (
+    OffloadRecord,
+    Workdir,
+    WorkdirError,
+    WorkdirIndexError,
+    WorkdirPathError,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +50,8 @@ def workdir_failure_reason(exc: BaseException) -> str:
         return f"{name} ({cause.strerror or 'I/O error'})"
     if isinstance(exc, WorkdirPathError):
         return "unusable workdir path"
+    if isinstance(exc, WorkdirIndexError):
+        return "workdir index unavailable"
     return "workdir root missing or not a directory"
 
 
@@ -215,7 +223,7 @@ async def keep_originals(
             continue
         await store_original(workdir, thread_id, message, tool_name, args, text)
     try:
-        return len(await workdir.read_index(thread_id))
+        return await workdir.index_size(thread_id)
     except (WorkdirError, WorkdirPathError):
         return 0
 

@@ -6,7 +6,7 @@ with its terms as a GIN-indexed tsvector makes a search an index lookup plus rea
 matched files only. Originals offloaded before this revision stay readable; their legacy
 ``index.jsonl`` is imported by ``Workdir.import_legacy_index`` (see README).
 
-Revision ID: 0007_i23-recall
+Revision ID: 0007_i23_recall
 Revises: 0006_i18
 Create Date: 2026-12-03 22:00:00
 """
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0007_i23-recall"
+revision: str = "0007_i23_recall"
 down_revision: str | None = "0006_i18"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -44,14 +44,14 @@ DEFAULT_PROTECTED_TOOLS: frozenset[str] = RECOVERY_TOOLS
 
 def workdir_failure_reason(exc: BaseException) -> str:
     """Why an offload failed, without paths: ``ENOSPC (No space left on device)``..."""
+    if isinstance(exc, WorkdirIndexError):  # its cause is the database's, not the disk's
+        return "workdir index unavailable"
     cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
     if isinstance(cause, OSError) and cause.errno is not None:
         name = errno.errorcode.get(cause.errno, str(cause.errno))
         return f"{name} ({cause.strerror or 'I/O error'})"
     if isinstance(exc, WorkdirPathError):
         return "unusable workdir path"
-    if isinstance(exc, WorkdirIndexError):
-        return "workdir index unavailable"
     return "workdir root missing or not a directory"
 
 

@@ -149,10 +149,14 @@ class Workdir:
         entries it listed; entries already indexed, or whose original is unreadable, are
         skipped. Idempotent."""
         try:
-            _, chunks = await self.store.open(self.key(thread_id, INDEX_PATH))
+            info, chunks = await self.store.open(self.key(thread_id, INDEX_PATH))
         except WorkdirNotFoundError:
             return 0
-        raw = b"".join([c async for c in chunks]).decode("utf-8", errors="replace")
+        if info.sha256 is None:
+            data = b"".join([c async for c in chunks])
+        else:  # verified like any other stored file
+            data = await WorkdirStream(INDEX_PATH, info.sha256, info.size, chunks).read()
+        raw = data.decode("utf-8", errors="replace")
         listed = 0
         for line in raw.splitlines():
             try:

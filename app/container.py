@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.agents.graph import AgentRuntime
 from app.agents.registry import AgentRegistry, SummarizerOverride, build_registry
 from app.agents.spec import load_agent_specs
-from app.agents.workdir import Workdir, open_workdir
+from app.agents.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
 from app.db.checkpointer import BoundedPostgresSaver
 from app.db.embedded import start_embedded_postgres
@@ -156,7 +156,7 @@ async def build_container(
     checkpointer = BoundedPostgresSaver(pool, acquire_timeout=db.db_pool_timeout_seconds)
     await checkpointer.setup()
 
-    workdir = open_workdir(settings.workdir)
+    workdir = open_workdir(settings.workdir, PgIndex(sessions))
     kb = KnowledgeBaseService(sessions)
     agents = await build_registry(
         specs,

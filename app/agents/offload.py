@@ -27,7 +27,13 @@ from app.agents.recall import index_fields
 from app.agents.summary_messages import is_offloaded
 from app.agents.tokens import Measurement, TokenCounter
 from app.agents.tool_names import RECOVERY_TOOLS
-from app.agents.workdir import OffloadRecord, Workdir, WorkdirError, WorkdirPathError
+from app.agents.workdir import (
+    OffloadRecord,
+    Workdir,
+    WorkdirError,
+    WorkdirIndexError,
+    WorkdirPathError,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +44,8 @@ DEFAULT_PROTECTED_TOOLS: frozenset[str] = RECOVERY_TOOLS
 
 def workdir_failure_reason(exc: BaseException) -> str:
     """Why an offload failed, without paths: ``ENOSPC (No space left on device)``..."""
+    if isinstance(exc, WorkdirIndexError):  # its cause is the database's, not the disk's
+        return "workdir index unavailable"
     cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
     if isinstance(cause, OSError) and cause.errno is not None:
         name = errno.errorcode.get(cause.errno, str(cause.errno))
@@ -215,7 +223,7 @@ async def keep_originals(
             continue
         await store_original(workdir, thread_id, message, tool_name, args, text)
     try:
-        return len(await workdir.read_index(thread_id))
+        return await workdir.index_size(thread_id)
     except (WorkdirError, WorkdirPathError):
         return 0
 

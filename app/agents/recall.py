@@ -1,10 +1,12 @@
 """Total recall of offloaded tool results: the index entry of each original and full-text search.
 
 Why: a summary can only name so much. Every original the summary middleware offloads gets an
-entry in the thread's ``index.jsonl`` (see ``Workdir.write_tool_result``), and
+entry in the thread's index, with its terms, once, when it is written (see
+``Workdir.write_tool_result``; the model sees the index as ``index.jsonl``), and
 ``search_workdir`` finds text in any of them, however long ago it was summarized away, returning
-paths and character offsets that ``read_workdir_file`` follows. Only the Workdir's public methods
-are used, so the storage behind it can change.
+paths and character offsets that ``read_workdir_file`` follows. A search asks the index which
+originals hold the query's terms and reads only those. Only the Workdir's public methods are
+used, so the storage behind it can change.
 """
 
 from __future__ import annotations
@@ -14,13 +16,21 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import structlog
+
 from app.agents.retrieval import identity_of, result_identities
 from app.agents.terms import terms
-from app.agents.workdir import Workdir, WorkdirError, WorkdirPathError
+from app.agents.workdir import Workdir, WorkdirError, WorkdirIntegrityError, WorkdirPathError
+
+log = structlog.get_logger(__name__)
 
 #: Longest ``args`` JSON kept verbatim in an index entry.
 MAX_ARGS_CHARS = 2_000
 DEFAULT_SNIPPET_CHARS = 320
+#: Originals read per hit asked for: the index ranks by query terms held anywhere in an
+#: original, the passage scorer by terms held close together, so it gets a few to choose from.
+CANDIDATES_PER_HIT = 3
+MAX_CANDIDATES = 60
 
 
 def index_fields(tool: str, args: dict[str, Any], text: str) -> dict[str, Any]:
@@ -62,46 +72,67 @@ async def search_workdir(
     snippet_chars: int = DEFAULT_SNIPPET_CHARS,
 ) -> list[SearchHit]:
     """Best passage per indexed original, best first: the exact query (case-insensitive) beats
-    the most distinct query terms within ``snippet_chars``; ties go to the newer original."""
+    the most distinct query terms within ``snippet_chars``; ties go to the index's order (more
+    terms held overall, then the newer original).
+
+    Cost O(matches): the thread's index names the originals holding the query's terms (a
+    query without a content term finds nothing); only those, at most ``CANDIDATES_PER_HIT``
+    per hit asked for, are read, each verified against its SHA-256 as it is read.
+    """
     needle = " ".join(query.split())
     words = sorted(terms(needle), key=len, reverse=True)
-    if not needle or (not words and len(needle) < 2):
+    if not words:
         return []
+    limit = max(1, limit)
+    wanted = min(MAX_CANDIDATES, limit * CANDIDATES_PER_HIT)
     scored: list[tuple[tuple[int, int, int], SearchHit]] = []
-    seen: set[str] = set()
-    for order, entry in enumerate(await workdir.read_index(thread_id)):
-        path = str(entry["path"])
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            text, _, sha = await workdir.read_text(thread_id, path)
-        except (WorkdirError, WorkdirPathError):
-            continue  # an original that cannot be read is not a hit
-        found = _best_passage(text, needle, words, snippet_chars)
-        if found is None:
-            continue
-        score, start, end, matched, at = found
-        result = _enclosing_result(text, at)
-        passage = None
-        body = result.pop("text", "") if result is not None else ""
-        inner = _best_passage(body, needle, words, snippet_chars) if body else None
-        if inner is not None:
-            passage = body[inner[1] : inner[2]]
-        hit = SearchHit(
-            path=path,
-            tool=str(entry.get("tool") or ""),
-            offset=start,
-            end=end,
-            snippet=text[start:end],
-            matched=matched,
-            sha256=sha,
-            result=result or None,
-            passage=passage,
-        )
-        scored.append(((score[0], score[1], order), hit))
+    for rank, (entry, _) in enumerate(await workdir.candidates(thread_id, words, wanted)):
+        hit = await _hit(workdir, thread_id, entry, needle, words, snippet_chars)
+        if hit is not None:
+            scored.append(((hit[0][0], hit[0][1], -rank), hit[1]))
     scored.sort(key=lambda pair: pair[0], reverse=True)
-    return [hit for _, hit in scored[: max(1, limit)]]
+    return [hit for _, hit in scored[:limit]]
+
+
+async def _hit(
+    workdir: Workdir,
+    thread_id: str,
+    entry: dict[str, object],
+    needle: str,
+    words: list[str],
+    snippet_chars: int,
+) -> tuple[tuple[int, int], SearchHit] | None:
+    """The best passage of one indexed original, read (and verified) now; None if none."""
+    path = str(entry["path"])
+    try:
+        text, _, sha = await workdir.read_text(thread_id, path)
+    except WorkdirIntegrityError:
+        log.warning("workdir_original_tampered", thread_id=thread_id, path=path)
+        return None  # never served as the original
+    except (WorkdirError, WorkdirPathError):
+        return None  # an original that cannot be read is not a hit
+    found = _best_passage(text, needle, words, snippet_chars)
+    if found is None:
+        return None
+    score, start, end, matched, at = found
+    result = _enclosing_result(text, at)
+    passage = None
+    body = result.pop("text", "") if result is not None else ""
+    inner = _best_passage(body, needle, words, snippet_chars) if body else None
+    if inner is not None:
+        passage = body[inner[1] : inner[2]]
+    hit = SearchHit(
+        path=path,
+        tool=str(entry.get("tool") or ""),
+        offset=start,
+        end=end,
+        snippet=text[start:end],
+        matched=matched,
+        sha256=sha,
+        result=result or None,
+        passage=passage,
+    )
+    return score, hit
 
 
 def _best_passage(

@@ -274,3 +274,28 @@ class KbChunk(Base):
         Index("ix_kb_chunks_tsv", "tsv", postgresql_using="gin"),
         Index("ix_kb_chunks_kb", "kb"),
     )
+
+
+class WorkdirIndexEntry(Base):
+    """One offloaded original of a thread's Workdir (the thread's recall index, append-only).
+
+    ``thread_key`` is the Workdir's folder name of the thread (``Workdir.thread_key``), so the
+    index and the files name a thread the same way on every backend. ``entry`` is the JSON line
+    the thread's ``index.jsonl`` shows; ``tsv`` holds the original's terms (``app.agents.terms``)
+    as lexemes, searched by ``search_workdir``.
+    """
+
+    __tablename__ = "workdir_index"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    thread_key: Mapped[str] = mapped_column(String(200))
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    entry: Mapped[dict[str, Any]] = mapped_column()
+    tsv: Mapped[Any] = mapped_column(TSVECTOR)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (
+        UniqueConstraint("thread_key", "path", name="uq_workdir_index_thread_key_path"),
+        Index("ix_workdir_index_tsv", "tsv", postgresql_using="gin"),
+    )

@@ -36,6 +36,7 @@ def test_upgrade_downgrade_upgrade_and_models_match(database_url: str) -> None:
             "run_events",
             "kb_documents",
             "kb_chunks",
+            "workdir_index",
             "alembic_version",
         }
         assert expected <= _tables(url)

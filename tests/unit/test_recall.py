@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from app.agents.offload import deterministic_pass
 from app.agents.recall import index_fields, search_workdir
 from app.agents.tokens import TokenCounter
-from app.agents.workdir import INDEX_PATH, Workdir, WorkdirError
+from app.agents.workdir import INDEX_PATH, MemoryIndex, Workdir, WorkdirIndexError
 
 FACT = "Separately, master key rotation happens each 41 days under policy ZX-7."
 
@@ -70,21 +70,39 @@ async def test_index_lists_every_original_once_with_its_identities(tmp_path: Pat
     assert first["sha256"] == (await workdir.read_text("t", "tool-results/c1.txt"))[2]
     assert second["urls"] == ["https://logs.example/x"] and second["ids"] == []
     assert await workdir.read_index("never-offloaded") == []
+    # The model reads the index as index.jsonl: one JSON line per original, oldest first.
+    listing, _, _ = await workdir.read_text("t", INDEX_PATH)
+    assert [json.loads(line) for line in listing.splitlines()] == index
+    assert INDEX_PATH in await workdir.list_files("t")
+    assert INDEX_PATH not in await workdir.list_files("never-offloaded")
+
+
+class RefusingIndex(MemoryIndex):
+    """An index that cannot store anything (a full disk, a lost database)."""
+
+    async def add(self, *args: object, **kwargs: object) -> None:
+        raise WorkdirIndexError("the index refuses")
 
 
 async def test_failed_index_append_shrinks_nothing(tmp_path: Path) -> None:
-    workdir = Workdir(tmp_path)
-    (tmp_path / "t" / INDEX_PATH).mkdir(parents=True)  # the index cannot be appended to
-    with pytest.raises(WorkdirError):
+    workdir = Workdir(tmp_path, RefusingIndex())
+    with pytest.raises(WorkdirIndexError):
         await offload(workdir, "t", "c1", kb_text("a"))
     messages: list[BaseMessage] = [
         AIMessage("", tool_calls=[{"name": "query_kb", "args": {}, "id": "c9"}]),
         ToolMessage(kb_text("b") * 3, tool_call_id="c9", name="query_kb", id="m9"),
     ]
+    failures: list[str] = []
     view, offloaded = await deterministic_pass(
-        messages, thread_id="t", workdir=workdir, counter=TokenCounter(), preview_tokens=50
+        messages,
+        thread_id="t",
+        workdir=workdir,
+        counter=TokenCounter(),
+        preview_tokens=50,
+        failures=failures,
     )
     assert offloaded == [] and view == messages
+    assert failures == ["workdir index unavailable"]
 
 
 async def test_search_finds_a_phrase_with_offsets_that_read_back(tmp_path: Path) -> None:

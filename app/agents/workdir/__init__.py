@@ -4,7 +4,8 @@ Layout: ``<thread_id>/tool-results/<tool_call_id>.txt`` under the workdir root. 
 (``facade.py``) is what every caller uses; a ``WorkdirStore`` backend keeps the bytes:
 ``LocalStore`` (``local.py``, a folder, the default) or ``S3Store`` (``s3.py``, any
 S3-compatible service) so that several hosts can read what any worker offloaded. ``base.py``
-holds what all of them share and imports none of them.
+holds what all of them share and imports none of them. The thread's index of offloaded
+originals (``index.py``) is kept beside the store: PostgreSQL in the app, memory without one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from app.agents.workdir.base import (
     safe_name,
 )
 from app.agents.workdir.facade import Workdir, WorkdirStream
+from app.agents.workdir.index import MemoryIndex, PgIndex, WorkdirIndex, WorkdirIndexError
 from app.agents.workdir.local import LocalStore
 from app.agents.workdir.s3 import S3Store, deprecated_s3_config
 
@@ -39,11 +41,15 @@ __all__ = [
     "MAX_PATH_CHARS",
     "TOOL_RESULTS_DIR",
     "LocalStore",
+    "MemoryIndex",
     "OffloadRecord",
+    "PgIndex",
     "S3Store",
     "StoredObject",
     "Workdir",
     "WorkdirError",
+    "WorkdirIndex",
+    "WorkdirIndexError",
     "WorkdirIntegrityError",
     "WorkdirNotFoundError",
     "WorkdirPathError",
@@ -55,9 +61,10 @@ __all__ = [
 ]
 
 
-def open_workdir(settings: WorkdirSettings) -> Workdir:
+def open_workdir(settings: WorkdirSettings, index: WorkdirIndex | None = None) -> Workdir:
     """The deployment's Workdir: ``THREADKEEPER_WORKDIR_URL=s3://bucket/prefix`` or the folder
-    ``THREADKEEPER_WORKDIR_ROOT`` (created here)."""
+    ``THREADKEEPER_WORKDIR_ROOT`` (created here); ``index``: the thread's recall index (the
+    app passes ``PgIndex``)."""
     if settings.workdir_url:
         legacy = deprecated_s3_config(
             settings.s3_endpoint_url,
@@ -65,6 +72,6 @@ def open_workdir(settings: WorkdirSettings) -> Workdir:
             settings.s3_access_key_id,
             settings.s3_secret_access_key,
         )
-        return Workdir(S3Store(settings.workdir_url, config=legacy))
+        return Workdir(S3Store(settings.workdir_url, config=legacy), index)
     settings.workdir_path.mkdir(parents=True, exist_ok=True)
-    return Workdir(LocalStore(settings.workdir_path))
+    return Workdir(LocalStore(settings.workdir_path), index)

@@ -2,7 +2,9 @@
 
 Semantics, identical on every backend: a put is atomic (a reader never sees half an object), the
 SHA-256 is stored with the object and verified on every read (a mismatch is an error, never
-served as the original), and every key is confined to the thread's own folder.
+served as the original), and every key is confined to the thread's own folder. The thread's
+index of offloaded originals lives beside the store (``index.py``: PostgreSQL in a deployment),
+appended once per original; ``index.jsonl`` is its rendering, not a stored object.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.agents.storable import storable_text
+from app.agents.terms import terms
 from app.agents.workdir.base import (
     INDEX_PATH,
     TOOL_RESULTS_DIR,
@@ -29,6 +32,7 @@ from app.agents.workdir.base import (
     safe_name,
 )
 from app.agents.workdir.base import thread_key as _thread_key
+from app.agents.workdir.index import MemoryIndex, WorkdirIndex
 from app.agents.workdir.local import LocalStore
 
 
@@ -67,8 +71,12 @@ class WorkdirStream:
 class Workdir:
     """The per-thread facade over one backend (a folder or an S3 prefix)."""
 
-    def __init__(self, store: WorkdirStore | Path | str) -> None:
+    def __init__(self, store: WorkdirStore | Path | str, index: WorkdirIndex | None = None) -> None:
         self.store: WorkdirStore = LocalStore(store) if isinstance(store, (str, Path)) else store
+        #: The thread's recall index; without one (no database), a process-local one.
+        self.index: WorkdirIndex = (
+            index if index is not None else MemoryIndex.for_store(self.store.description)
+        )
 
     @property
     def description(self) -> str:
@@ -99,9 +107,10 @@ class Workdir:
     ) -> OffloadRecord:
         """Atomically store the full text of a tool result; raise ``WorkdirError`` on failure.
 
-        ``index``: extra fields (tool, args, ids...) of the thread's index entry, added after
-        the file is stored; a failed add raises too, so the caller shrinks nothing that the
-        index cannot find. An original already stored and indexed is not indexed twice.
+        ``index``: extra fields (tool, args, ids...) of the thread's index entry, appended after
+        the file is stored (one entry per path, however often the original is written); a
+        failed append raises ``WorkdirIndexError``, so the caller shrinks nothing the index
+        cannot find. A retry repairs it: the stored file is kept, the entry appended then.
         """
         # The same text the history and the view hold (the preview's offsets point into it).
         text = storable_text(text)
@@ -114,40 +123,61 @@ class Workdir:
                 "chars": record.chars,
                 **index,
             }
-            if not record.existed or not any(
-                e.get("path") == record.path and e.get("sha256") == record.sha256
-                for e in await self.read_index(thread_id)
-            ):
-                await self.append_index(thread_id, entry)
+            await self.index.add(
+                self.thread_key(thread_id), record.path, record.sha256, entry, terms(text)
+            )
         return record
-
-    async def append_index(self, thread_id: str, entry: Mapping[str, object]) -> None:
-        """Add one entry to the thread's index. The whole index is rewritten atomically (object
-        stores cannot append); one thread's writers are serialized by its run/compress lock."""
-        line = json.dumps(dict(entry), ensure_ascii=False, sort_keys=True) + "\n"
-        try:
-            current, _, _ = await self.read_text(thread_id, INDEX_PATH)
-        except WorkdirNotFoundError:
-            current = ""
-        if current and not current.endswith("\n"):
-            current += "\n"
-        await self.write_text(thread_id, INDEX_PATH, current + line)
 
     async def read_index(self, thread_id: str) -> list[dict[str, object]]:
         """The thread's index entries, oldest first ([] when nothing was offloaded yet)."""
+        return list(await self.index.entries(self.thread_key(thread_id)))
+
+    async def index_size(self, thread_id: str) -> int:
+        """How many originals the thread's index lists (a count, no listing read)."""
+        return await self.index.count(self.thread_key(thread_id))
+
+    async def candidates(
+        self, thread_id: str, words: Sequence[str], limit: int
+    ) -> list[tuple[dict[str, object], int]]:
+        """Index entries of the originals holding most of ``words`` (no file is read)."""
+        found = await self.index.candidates(self.thread_key(thread_id), words, limit)
+        return [(dict(entry), held) for entry, held in found]
+
+    async def import_legacy_index(self, thread_id: str) -> int:
+        """Index the originals a stored ``index.jsonl`` (written before the index moved to
+        the database) lists; each original is read (and verified) once. Returns how many
+        entries it listed; entries already indexed, or whose original is unreadable, are
+        skipped. Idempotent."""
         try:
-            text, _, _ = await self.read_text(thread_id, INDEX_PATH)
+            info, chunks = await self.store.open(self.key(thread_id, INDEX_PATH))
         except WorkdirNotFoundError:
-            return []
-        entries: list[dict[str, object]] = []
-        for line in text.splitlines():
+            return 0
+        if info.sha256 is None:
+            data = b"".join([c async for c in chunks])
+        else:  # verified like any other stored file
+            data = await WorkdirStream(INDEX_PATH, info.sha256, info.size, chunks).read()
+        raw = data.decode("utf-8", errors="replace")
+        listed = 0
+        for line in raw.splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a torn line is not an entry
-            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-                entries.append(entry)
-        return entries
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                continue
+            listed += 1
+            try:
+                text, _, sha = await self.read_text(thread_id, entry["path"])
+            except (WorkdirError, WorkdirPathError):
+                continue
+            await self.index.add(
+                self.thread_key(thread_id),
+                entry["path"],
+                sha,
+                {**entry, "sha256": sha},
+                terms(text),
+            )
+        return listed
 
     async def _store_tool_result(
         self, thread_id: str, tool_call_id: str, text: str
@@ -207,8 +237,12 @@ class Workdir:
 
     # --- reading ------------------------------------------------------------------------------
     async def open(self, thread_id: str, relpath: str) -> WorkdirStream:
-        """The file's stored SHA-256 and size, then its bytes (verified while they stream)."""
+        """The file's stored SHA-256 and size, then its bytes (verified while they stream).
+
+        ``index.jsonl`` is the thread's index as JSON lines, rendered from the index."""
         key = self.key(thread_id, relpath)
+        if check_relpath(relpath).as_posix() == INDEX_PATH:
+            return await self._index_file(thread_id)
         info, chunks = await self.store.open(key)
         if info.sha256 is None:  # written without a stored hash: hash it before serving
             data = b"".join([c async for c in chunks])
@@ -226,13 +260,26 @@ class Workdir:
         end = None if limit is None else offset + limit
         return text[offset:end], len(text), stream.sha256
 
+    async def _index_file(self, thread_id: str) -> WorkdirStream:
+        entries = await self.read_index(thread_id)
+        if not entries:
+            raise WorkdirNotFoundError(f"no such workdir file: {INDEX_PATH}")
+        data = "".join(
+            json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in entries
+        ).encode("utf-8")
+        return WorkdirStream(INDEX_PATH, hashlib.sha256(data).hexdigest(), len(data), _one(data))
+
     async def list_files(self, thread_id: str) -> list[str]:
         """Paths (relative to the thread folder) of the thread's files, sorted."""
         prefix = self.thread_key(thread_id) + "/"
-        return sorted(o.key[len(prefix) :] for o in await self.store.list_objects(prefix))
+        paths = {o.key[len(prefix) :] for o in await self.store.list_objects(prefix)}
+        if await self.index_size(thread_id):
+            paths.add(INDEX_PATH)
+        return sorted(paths)
 
     async def delete_thread(self, thread_id: str) -> None:
         await self.store.delete_prefix(self.thread_key(thread_id) + "/")
+        await self.index.delete_thread(self.thread_key(thread_id))
 
 
 async def _one(data: bytes) -> AsyncIterator[bytes]:

@@ -1,0 +1,111 @@
+"""The thread's recall index: one row per offloaded original, inserted once, never rewritten.
+
+Searched like the knowledge base (a GIN-indexed tsvector), but the lexemes are the original's
+terms as ``app.agents.terms`` computes them (``array_to_tsvector``, no parser, no stemming of
+its own), so the index matches exactly what the passage scorer of ``search_workdir`` matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Table, bindparam, delete, func, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.types import Text
+
+from app.db.models import WorkdirIndexEntry
+
+#: Longest term kept as a lexeme (PostgreSQL refuses lexemes over 2 KB; longer "words" are
+#: blobs such as base64, which nobody searches for by their full spelling).
+MAX_TERM_CHARS = 200
+#: Bytes of lexemes kept per original (a tsvector is limited to 1 MB).
+MAX_TERMS_BYTES = 512 * 1024
+
+_T: Table = WorkdirIndexEntry.__table__  # type: ignore[assignment]
+
+#: Candidates whose lexemes hold any query term, by distinct terms held, newest first.
+_CANDIDATES = text(
+    """
+    SELECT e.entry, (
+        SELECT count(*) FROM unnest(CAST(:words AS text[])) AS w
+        WHERE e.tsv @@ CAST(quote_literal(w) AS tsquery)
+    ) AS held
+    FROM workdir_index AS e
+    WHERE e.thread_key = :thread_key AND e.tsv @@ CAST(:query AS tsquery)
+    ORDER BY held DESC, e.id DESC
+    LIMIT :limit
+    """
+).bindparams(bindparam("words", type_=ARRAY(Text)))
+
+
+def lexemes(terms: Iterable[str]) -> list[str]:
+    """The terms stored for one original: sorted, each under ``MAX_TERM_CHARS``, capped in
+    total at ``MAX_TERMS_BYTES`` (shortest first, so a blob never pushes words out)."""
+    kept: list[str] = []
+    size = 0
+    for term in sorted((t for t in set(terms) if 0 < len(t) <= MAX_TERM_CHARS), key=len):
+        size += len(term.encode("utf-8")) + 1
+        if size > MAX_TERMS_BYTES:
+            break
+        kept.append(term)
+    return sorted(kept)
+
+
+def tsquery_any(words: Sequence[str]) -> str:
+    """``'a' | 'b'`` with each word quoted as one lexeme (no tsquery syntax gets through)."""
+    return " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in words)
+
+
+class WorkdirIndexRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self, thread_key: str, path: str, sha256: str, entry: dict[str, Any], terms: list[str]
+    ) -> bool:
+        """One INSERT; False when the thread already indexes ``path`` (kept as it was)."""
+        stmt = (
+            pg_insert(_T)
+            .values(
+                thread_key=thread_key,
+                path=path,
+                sha256=sha256,
+                entry=entry,
+                tsv=func.array_to_tsvector(bindparam("terms", terms, type_=ARRAY(Text))),
+            )
+            .on_conflict_do_nothing(index_elements=["thread_key", "path"])
+            .returning(_T.c.id)
+        )
+        return (await self.session.execute(stmt)).first() is not None
+
+    async def candidates(
+        self, thread_key: str, words: Sequence[str], limit: int
+    ) -> list[tuple[dict[str, Any], int]]:
+        """(entry, distinct query terms it holds) of the best ``limit`` originals."""
+        if not words:
+            return []
+        rows = await self.session.execute(
+            _CANDIDATES,
+            {
+                "thread_key": thread_key,
+                "words": list(words),
+                "query": tsquery_any(words),
+                "limit": limit,
+            },
+        )
+        return [(dict(entry), int(held)) for entry, held in rows.all()]
+
+    async def entries(self, thread_key: str) -> list[dict[str, Any]]:
+        """Every entry of the thread, oldest first (the ``index.jsonl`` listing)."""
+        stmt = select(_T.c.entry).where(_T.c.thread_key == thread_key).order_by(_T.c.id)
+        return [dict(e) for e in (await self.session.scalars(stmt)).all()]
+
+    async def count(self, thread_key: str) -> int:
+        stmt = select(func.count()).select_from(_T).where(_T.c.thread_key == thread_key)
+        return int((await self.session.scalar(stmt)) or 0)
+
+    async def delete_thread(self, thread_key: str) -> None:
+        await self.session.execute(delete(_T).where(_T.c.thread_key == thread_key))

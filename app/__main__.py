@@ -34,6 +34,7 @@ def _serve(args: argparse.Namespace) -> None:
         except ValueError as exc:  # e.g. --host 0.0.0.0 with the default dev key
             print(f"threadkeeper: {exc}", file=sys.stderr)  # exc says "invalid settings: ..."
             sys.exit(2)
+    _refuse_misfit_budget(settings)
     app = create_app(settings)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises the signal; with the default
     # action that kills the process before atexit handlers run, leaving the embedded PostgreSQL
@@ -66,6 +67,7 @@ def _worker(args: argparse.Namespace) -> None:
     settings = _settings()
     if args.check:
         _check_worker(settings.worker)
+    _refuse_misfit_budget(settings)
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     warn_unknown_settings()
     if settings.telemetry.worker_metrics_port:
@@ -121,6 +123,17 @@ def _settings() -> Settings:
         return load_settings()
     except ValueError as exc:
         print(f"threadkeeper: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _refuse_misfit_budget(settings: Settings) -> None:
+    """A compression budget that cannot fit a turn would summarize on every model call and
+    still end above its threshold: refuse it at start (exit 2), naming the numbers."""
+    from app.container import builtin_agent_misfit
+
+    misfit = builtin_agent_misfit(settings)
+    if misfit is not None:
+        print(f"threadkeeper: {misfit}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agents.budget import Budget, agent_budget_misfit
 from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.middlewares.summary import ContextCompressor
 from app.agents.models import build_chat_model
@@ -46,6 +47,22 @@ from app.worker.engine import RunWorker
 from app.worker.notifier import RunEventNotifier
 
 log = structlog.get_logger(__name__)
+
+
+async def _unbound_kb_search(**_: Any) -> dict[str, Any]:
+    raise RuntimeError("a tool built for its schema only was called")
+
+
+def builtin_agent_misfit(settings: Settings) -> str | None:
+    """The start check of the built-in agent's budget (``app.agents.budget``), before anything
+    is opened: its tools are built for their schemas only (what they are bound to does not
+    change the schemas the model is sent)."""
+    tools = build_tools(
+        settings.web_search, _unbound_kb_search, Workdir(settings.workdir.workdir_path)
+    )
+    return agent_budget_misfit(
+        Budget.of(settings.compression), system_message=settings.agent.system_prompt, tools=tools
+    )
 
 
 def resolve_database_url(database: DatabaseSettings) -> str:

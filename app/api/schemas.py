@@ -294,7 +294,10 @@ class ContextInfo(msgspec.Struct, kw_only=True):
 
 
 class ManualCompression(msgspec.Struct, kw_only=True):
+    #: True exactly when CompressContext would change the view now (one shared predicate).
     available: bool
+    #: Why not: ``thread_busy`` | ``empty_history`` | ``nothing_to_compress`` (nothing large to
+    #: offload and no history older than the kept recent part); null when available.
     reason: str | None = None
 
 

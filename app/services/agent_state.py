@@ -80,11 +80,19 @@ class AgentStateService:
         # The summary may be several stacked segments at the head of the view.
         summary_present = any(is_summary_message(m) for m in snapshot.messages)
         summarized = summarized_count(snapshot.messages)
-        # Every agent supports manual compression: only the thread's state can stand in the way.
+        # Every agent supports manual compression: only the thread's state can stand in the way,
+        # and available means CompressContext would change the view (the compressor's own test).
         if status != "idle":
             available, reason = False, "thread_busy"
         elif not snapshot.messages:
             available, reason = False, "empty_history"
+        elif not compressor.can_compress(
+            snapshot.messages,
+            thread_id=str(thread_id),
+            system_message=self.agent.system_message,
+            tools=self.agent.tools,
+        ):
+            available, reason = False, "nothing_to_compress"
         else:
             available, reason = True, None
         return StateView(

@@ -337,6 +337,22 @@ class DocumentOut(msgspec.Struct, kw_only=True):
     chunks: int
 
 
+class DocumentInfo(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    kb: str
+    title: str
+    source: str
+    url: str
+    chunks: int
+    created_at: datetime
+
+
+class DocumentPage(msgspec.Struct, kw_only=True):
+    items: list[DocumentInfo]
+    #: Opaque cursor for the next (older) page; null on the last page.
+    next_cursor: str | None = None
+
+
 class KbResult(msgspec.Struct, kw_only=True):
     id: str
     doc_id: str

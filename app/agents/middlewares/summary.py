@@ -14,7 +14,10 @@ The algorithm, in named steps, cheapest and least lossy first:
    always the current user turn verbatim, never splitting an AI tool call from its tool
    results. The summary the view already starts with is not rewritten: the new part becomes a
    segment right after it (cached prefix kept, ``plan_segment``), until the segments would
-   exceed ``summary_max_tokens`` and are folded into one in the same summarizer call;
+   exceed ``summary_max_tokens`` and are folded into one in the same summarizer call. The kept
+   part is capped (``keep_budget``) so the summary and one more turn fit under the threshold
+   (``app.agents.budget``); a view still over it then holds only the current turn, and the
+   outcome says ``turn_alone_exceeds`` instead of summarizing again;
 5. ``SummaryMiddleware._overflow_retry``: a provider context-overflow error forces steps 2-4
    and one retry with a strictly smaller request.
 

@@ -48,7 +48,9 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
             if m != "OPTIONS"  # CORS preflight: carries no credentials by design, returns no data
         }
         assert served == {(m, p) for m, p, _ in ops}
-        assert len(ops) == 20  # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread
+        # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 19: ListDocuments,
+        # DeleteDocument
+        assert len(ops) == 22
 
         for method, path, op in ops:
             assert op.get("security") == [{"BearerAuth": []}], op["operationId"]

@@ -89,6 +89,7 @@ PARAMS = {
     "run_id": str(uuid.uuid4()),
     "request_id": str(uuid.uuid4()),
     "kb": "default",
+    "document_id": str(uuid.uuid4()),
 }
 #: A valid body per operation that takes one.
 BODIES: dict[str, Any] = {

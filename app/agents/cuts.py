@@ -106,7 +106,8 @@ def plan_summary(
 #: ``summary_max_tokens // SUMMARY_SEGMENTS`` after the summary the view starts with (which stays
 #: an unchanged, cached prefix). A first summary, or a fold of all segments into one (same
 #: single summarizer call) when the next segment would not fit, gets what leaves room for
-#: ``RESERVED_SEGMENTS`` segments; the segments together never exceed ``summary_max_tokens``.
+#: ``RESERVED_SEGMENTS`` segments; the segments together never exceed ``summary_max_tokens``
+#: (text), nor ``SUMMARY_SEGMENTS`` messages.
 SUMMARY_SEGMENTS = 6
 RESERVED_SEGMENTS = 2
 
@@ -132,7 +133,12 @@ def plan_segment(
     prefix; with no room left for it, everything is folded into one summary."""
     segment = max(summary_max_tokens // SUMMARY_SEGMENTS, 1)
     stack_tokens = sum(counter.count_text(summary_text_of(m)) for m in stack)
-    stacking = bool(stack) and stack_tokens + segment <= summary_max_tokens
+    # At most SUMMARY_SEGMENTS segments: their headers count too (``summary_reserve``).
+    stacking = (
+        bool(stack)
+        and len(stack) < SUMMARY_SEGMENTS
+        and stack_tokens + segment <= summary_max_tokens
+    )
     if stacking:
         return SegmentPlan(True, segment, None, list(stack))
     folded_max = max(summary_max_tokens - RESERVED_SEGMENTS * segment, segment)

@@ -112,6 +112,33 @@ def _previewed(
     )
 
 
+_Candidate = tuple[ToolMessage, str, dict[str, Any], str, int]
+
+
+def _candidate(
+    message: BaseMessage,
+    calls: dict[str, tuple[str, dict[str, Any]]],
+    counter: TokenCounter,
+    preview_tokens: int,
+    protected_tools: Collection[str],
+) -> _Candidate | None:
+    """``(message, tool name, args, text, tokens)`` when ``message`` is a tool result the pass
+    offloads: not yet offloaded, not protected, plain text, larger than ``preview_tokens``."""
+    if not isinstance(message, ToolMessage) or is_offloaded(message):
+        return None
+    tool_name, args = calls.get(message.tool_call_id, ("", {}))
+    tool_name = message.name or tool_name
+    if tool_name in protected_tools:
+        return None
+    original_tokens = counter.count_message(message)
+    if original_tokens <= preview_tokens:
+        return None
+    text = _plain_text(message)
+    if text is None:
+        return None
+    return message, tool_name, args, text, original_tokens
+
+
 async def deterministic_pass(
     messages: Sequence[BaseMessage],
     *,
@@ -141,18 +168,10 @@ async def deterministic_pass(
         message = messages[index]
         if stop_below is not None and running < stop_below:
             break
-        if not isinstance(message, ToolMessage) or is_offloaded(message):
+        candidate = _candidate(message, calls, counter, preview_tokens, protected_tools)
+        if candidate is None:
             continue
-        tool_name, args = calls.get(message.tool_call_id, ("", {}))
-        tool_name = message.name or tool_name
-        if tool_name in protected_tools:
-            continue
-        original_tokens = counter.count_message(message)
-        if original_tokens <= preview_tokens:
-            continue
-        text = _plain_text(message)
-        if text is None:
-            continue
+        message, tool_name, args, text, original_tokens = candidate
         record = await store_original(workdir, thread_id, message, tool_name, args, text, failures)
         if record is None:
             continue
@@ -238,6 +257,14 @@ class Offloader:
     counter: TokenCounter
     preview_tokens: int
     protected_tools: Collection[str]
+
+    def has_candidates(self, view: Sequence[BaseMessage]) -> bool:
+        """Whether a forced pass over ``view`` has a tool result to offload."""
+        calls = _calls_by_id(view)
+        return any(
+            _candidate(m, calls, self.counter, self.preview_tokens, self.protected_tools)
+            for m in view
+        )
 
     async def __call__(
         self,

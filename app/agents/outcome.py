@@ -14,6 +14,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from app import metrics
 from app.agents.workdir import OffloadRecord
 
+#: The named outcome of a compression that could not get the view below the threshold because
+#: the current turn (kept verbatim, always) does not fit by itself: said, never looped on.
+TURN_ALONE_EXCEEDS = "turn_alone_exceeds"
+
 
 @dataclass(slots=True)
 class CompressionOutcome:
@@ -32,6 +36,11 @@ class CompressionOutcome:
     #: Why large tool results could not be offloaded (one entry per failed write); they stayed
     #: verbatim. Reported in the compression event and the summary so operators see it.
     offload_failures: list[str] = field(default_factory=list)
+    #: ``TURN_ALONE_EXCEEDS`` when the view is still at or above the threshold after everything
+    #: older than the current turn was summarized (the turn alone does not fit); else None.
+    over_threshold: str | None = None
+    #: The threshold (provider's measure) the view was compressed for, when ``over_threshold``.
+    threshold: int | None = None
 
     @property
     def changed(self) -> bool:
@@ -91,7 +100,8 @@ def state_update(
 
 
 def compression_event(reason: str, outcome: CompressionOutcome) -> dict[str, Any]:
-    """The compression event of an applied automatic compression (also counted in metrics)."""
+    """The compression event of an applied automatic compression (also counted in metrics);
+    also of one that changed nothing, when offloading failed or the turn alone exceeds."""
     record_outcome(reason, outcome)
     return {
         "type": "compression",
@@ -106,6 +116,11 @@ def compression_event(reason: str, outcome: CompressionOutcome) -> dict[str, Any
                 "offload_error": f"workdir_unavailable: {outcome.offload_failures[0]}",
             }
             if outcome.offload_failures
+            else {}
+        ),
+        **(
+            {"over_threshold": outcome.over_threshold, "threshold": outcome.threshold}
+            if outcome.over_threshold
             else {}
         ),
     }

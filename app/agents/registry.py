@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from app.agents.budget import Budget, agent_budget_misfit
 from app.agents.extractive import ExtractiveChatModel
 from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.mcp import McpUnavailable, load_mcp_tools
@@ -154,11 +155,10 @@ class AgentRegistry:
         return agent_id
 
 
-def check_budget_fit(spec: AgentSpec, runtime: AgentRuntime) -> None:
-    """HOOK (issue 19 item 2, branch i19-budget): refuse, at start, an agent whose keep-recent +
-    summary size + system prompt + tool schemas leave no room for a turn under its threshold,
-    by raising ``AgentsFileError`` with the numbers. Called once per agent after assembly."""
-    return None
+def _refuse_misfit(spec: AgentSpec, budget: Budget, system_message: Any, tools: Any) -> None:
+    misfit = agent_budget_misfit(budget, system_message=system_message, tools=tools, agent=spec.id)
+    if misfit is not None:
+        raise AgentsFileError(misfit)
 
 
 async def build_registry(
@@ -188,6 +188,15 @@ async def build_registry(
             log.error("agent_unavailable", agent_id=spec.id, reason=str(exc))
             infos[spec.id] = _info(spec, settings, budget, [], frozenset(), str(exc))
             continue
+        system_prompt = spec.system_prompt or settings.agent.system_prompt
+        misfit = agent_budget_misfit(
+            Budget.of(budget), system_message=system_prompt, tools=tools, agent=spec.id
+        )
+        if misfit is not None:
+            # ``preflight`` refused static misfits; an MCP server's schemas arrive only now.
+            log.error("agent_unavailable", agent_id=spec.id, reason=misfit)
+            infos[spec.id] = _info(spec, settings, budget, [], frozenset(), misfit)
+            continue
         compressor = ContextCompressor.from_settings(
             budget, summarizer=_summarizer(spec, settings, budget, summarizer), workdir=workdir
         )
@@ -195,13 +204,12 @@ async def build_registry(
             model=model or _model(spec, settings),
             tools=tools,
             compressor=compressor,
-            system_prompt=spec.system_prompt or settings.agent.system_prompt,
+            system_prompt=system_prompt,
             checkpointer=checkpointer,
             approval_tools=approvals,
             recursion_limit=spec.recursion_limit,
             agent_id=spec.id,
         )
-        check_budget_fit(spec, runtime)
         runtimes[spec.id] = runtime
         infos[spec.id] = _info(spec, settings, budget, tools, approvals, None)
     state_graph = create_agent(model=ExtractiveChatModel(), tools=[], checkpointer=checkpointer)
@@ -223,6 +231,8 @@ def preflight(settings: Settings) -> list[AgentSpec]:
         _model(spec, settings)
         _summarizer(spec, settings, budget, None)
         tools = _static_tools(spec, settings, no_search, workdir)
+        system = spec.system_prompt or settings.agent.system_prompt
+        _refuse_misfit(spec, Budget.of(budget), system, tools)
         if not spec.mcp_servers:  # with MCP, the rest of the names is known only at start
             _approvals(spec, settings, tools)
     return specs

@@ -300,9 +300,11 @@ class ContextInfo(msgspec.Struct, kw_only=True):
 
 
 class ManualCompression(msgspec.Struct, kw_only=True):
+    #: True exactly when CompressContext would change the view now (one shared predicate).
     available: bool
-    #: ``not_supported`` (the agent lacks the capability), ``agent_unavailable``,
-    #: ``thread_busy``, ``empty_history``; null when available.
+    #: Why not: ``not_supported`` (the agent lacks the capability) | ``agent_unavailable`` |
+    #: ``thread_busy`` | ``empty_history`` | ``nothing_to_compress`` (nothing large to offload
+    #: and no history older than the kept recent part); null when available.
     reason: str | None = None
     #: Why, in words, when ``reason`` is ``agent_unavailable``.
     detail: str | None = None
@@ -344,6 +346,22 @@ class DocumentOut(msgspec.Struct, kw_only=True):
     kb: str
     title: str
     chunks: int
+
+
+class DocumentInfo(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    kb: str
+    title: str
+    source: str
+    url: str
+    chunks: int
+    created_at: datetime
+
+
+class DocumentPage(msgspec.Struct, kw_only=True):
+    items: list[DocumentInfo]
+    #: Opaque cursor for the next (older) page; null on the last page.
+    next_cursor: str | None = None
 
 
 class KbResult(msgspec.Struct, kw_only=True):

@@ -79,6 +79,10 @@ class CompressionEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: Present when some results could not be offloaded (the Workdir failed): how many, and why.
     offload_failed: int | None = None
     offload_error: str | None = None
+    #: Present (``turn_alone_exceeds``) when the view is still at or above the threshold after
+    #: compression because the current turn alone does not fit; ``threshold`` names the limit.
+    over_threshold: str | None = None
+    threshold: int | None = None
 
 
 #: Every event payload; each is documented as its own component schema.

@@ -6,8 +6,9 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import func, literal_column, select
+from sqlalchemy import and_, delete, func, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import KbChunk, KbDocument
@@ -31,6 +32,12 @@ class KbHit:
     url: str
     content: str
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class KbDocumentRow:
+    document: KbDocument
+    chunks: int
 
 
 class KnowledgeBaseRepository:
@@ -96,3 +103,51 @@ class KnowledgeBaseRepository:
             )
             for chunk, doc, r in rows
         ]
+
+    async def list_documents(
+        self,
+        *,
+        kb: str,
+        owner_id: str,
+        limit: int,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[KbDocumentRow]:
+        """The owner's documents of ``kb``, newest first, keyset-paginated on (created_at, id),
+        each with its number of chunks."""
+        chunks = (
+            select(func.count(KbChunk.id))
+            .where(KbChunk.document_id == KbDocument.id)
+            .scalar_subquery()
+        )
+        stmt = select(KbDocument, chunks).where(
+            KbDocument.kb == kb, KbDocument.owner_id == owner_id
+        )
+        if before is not None:
+            created, document_id = before
+            stmt = stmt.where(
+                or_(
+                    KbDocument.created_at < created,
+                    and_(KbDocument.created_at == created, KbDocument.id < document_id),
+                )
+            )
+        stmt = stmt.order_by(KbDocument.created_at.desc(), KbDocument.id.desc()).limit(limit)
+        rows = (await self.session.execute(stmt)).all()
+        return [KbDocumentRow(document=doc, chunks=int(n)) for doc, n in rows]
+
+    async def delete_document(self, *, kb: str, owner_id: str, document_id: uuid.UUID) -> bool:
+        """Delete the document and its chunks (in the caller's transaction); False when the
+        owner has no such document in ``kb``."""
+        owned = await self.session.scalar(
+            select(KbDocument.id)
+            .where(
+                KbDocument.id == document_id,
+                KbDocument.kb == kb,
+                KbDocument.owner_id == owner_id,
+            )
+            .with_for_update()
+        )
+        if owned is None:
+            return False
+        await self.session.execute(delete(KbChunk).where(KbChunk.document_id == document_id))
+        await self.session.execute(delete(KbDocument).where(KbDocument.id == document_id))
+        return True

@@ -89,12 +89,20 @@ class AgentStateService:
         # The summary may be several stacked segments at the head of the view.
         summary_present = any(is_summary_message(m) for m in snapshot.messages)
         summarized = summarized_count(snapshot.messages)
+        # available means CompressContext would change the view (the compressor's own test).
         if info is not None and not info.manual_compression:
             available, reason = False, "not_supported"
         elif status != "idle":
             available, reason = False, "thread_busy"
         elif not snapshot.messages:
             available, reason = False, "empty_history"
+        elif not compressor.can_compress(
+            snapshot.messages,
+            thread_id=str(thread_id),
+            system_message=agent.system_message,
+            tools=agent.tools,
+        ):
+            available, reason = False, "nothing_to_compress"
         else:
             available, reason = True, None
         return StateView(

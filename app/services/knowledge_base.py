@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.repositories.knowledge_base import KbHit, KnowledgeBaseRepository
+from app.domain.errors import NotFound
+from app.repositories.knowledge_base import KbDocumentRow, KbHit, KnowledgeBaseRepository
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
@@ -98,3 +100,27 @@ class KnowledgeBaseService:
                 kb=kb, owner_id=owner_id, query=query, limit=limit
             )
         return kb_payload(query, hits)
+
+    async def list_documents(
+        self,
+        *,
+        kb: str,
+        owner_id: str,
+        limit: int,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[KbDocumentRow]:
+        """ListDocuments: newest first (one read, no transaction)."""
+        async with self.sessions() as session:
+            return await KnowledgeBaseRepository(session).list_documents(
+                kb=kb, owner_id=owner_id, limit=limit, before=before
+            )
+
+    async def delete_document(self, *, kb: str, owner_id: str, document_id: uuid.UUID) -> None:
+        """DeleteDocument: the document and all its chunks go in one transaction, or nothing
+        does; ``NotFound`` when the owner has no such document in ``kb``."""
+        async with self.sessions() as session, session.begin():
+            deleted = await KnowledgeBaseRepository(session).delete_document(
+                kb=kb, owner_id=owner_id, document_id=document_id
+            )
+            if not deleted:
+                raise NotFound(f"no document {document_id} in knowledge base {kb!r}")

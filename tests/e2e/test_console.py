@@ -240,7 +240,11 @@ async def test_console_chat_stream_compress_and_offload(
         result = page.locator("#compress-result")
         await expect(result).to_have_attribute("data-state", "ok")
         await expect(result).to_contain_text("Compressed:")
-        await expect(page.locator("#compress-button")).to_be_enabled()
+        # Everything that could be compressed was: the capability says so and the button obeys.
+        await expect(page.locator("#manual-availability")).to_have_text(
+            "unavailable (nothing_to_compress)"
+        )
+        await expect(page.locator("#compress-button")).to_be_disabled()
         assert len(compress_requests) == 1, compress_requests
         await expect(page.locator("#suggestion")).to_be_hidden()
         after_percent, after_tokens, _ = await pressure(page)
@@ -275,7 +279,7 @@ async def test_console_chat_stream_compress_and_offload(
         await page.context.close()
 
 
-async def test_console_compress_reports_nothing_to_compress_and_thread_busy(
+async def test_console_compress_is_off_with_nothing_to_compress_and_reports_thread_busy(
     live_server: LiveServerFactory, browser: Browser
 ) -> None:
     # No worker: a posted message stays queued, so the thread is busy.
@@ -285,9 +289,11 @@ async def test_console_compress_reports_nothing_to_compress_and_thread_busy(
         compress_requests = track_requests(page, "/context/compress")
         result = page.locator("#compress-result")
 
-        await page.click("#compress-button")
-        await expect(result).to_have_attribute("data-state", "info")
-        await expect(result).to_contain_text("nothing_to_compress")
+        # Nothing to compress yet: the capability is off and the button with it (no request).
+        await expect(page.locator("#manual-availability")).to_have_text(
+            "unavailable (empty_history)"
+        )
+        await expect(page.locator("#compress-button")).to_be_disabled()
 
         await page.fill("#message-input", "Are you there?")
         await page.click("#send-button")
@@ -299,7 +305,7 @@ async def test_console_compress_reports_nothing_to_compress_and_thread_busy(
         await expect(result).to_contain_text("thread_busy")
         await expect(result).to_contain_text("queued")
         await expect(page.locator("#compress-button")).to_be_enabled()
-        assert len(compress_requests) == 2, compress_requests
+        assert len(compress_requests) == 1, compress_requests
         await page.screenshot(path=str(ARTIFACTS / "console-busy.png"), full_page=True)
 
         # After a reload the turn is still shown queued, and the page waits for its run.

@@ -118,7 +118,8 @@ async def test_automatic_summary_timeout_falls_back_to_offload_only(
 UNWRITABLE = {
     "summary_threshold": 600,
     "tool_result_preview_tokens": 300,
-    # Summarizing is never possible here (all history is "recent"): only offloading could help.
+    # Large, but capped at run time: a summary always leaves room for a turn under the threshold
+    # (with one turn there is nothing older to summarize: only offloading could help).
     "summary_keep_recent_tokens": 1_000_000,
 }
 
@@ -143,7 +144,8 @@ async def test_workdir_blocked_keeps_full_results_and_runs_complete(
         tid = await new_thread(h)
         blocker = h.container.settings.workdir.workdir_path / tid
         blocker.write_text("not a directory")
-        await run_turns(h, tid, ["how does a lease expire?", "what renews the heartbeat?"])
+        # One turn: nothing older than it to summarize, so only offloading could help.
+        await run_turns(h, tid, ["how does a lease expire?"])
 
         st = await state(h, tid)
         # Over the threshold: the middleware had to act and could not offload.
@@ -159,6 +161,8 @@ async def test_workdir_blocked_keeps_full_results_and_runs_complete(
         for e in compression:
             assert e["offloaded"] == 0 and e["offload_failed"] >= 1
             assert e["offload_error"] == "workdir_unavailable: EEXIST (File exists)"
+            # And that the turn alone stays over the threshold (no silent over-budget call).
+            assert e["over_threshold"] == "turn_alone_exceeds" and e["summarized"] is False
 
         # Manual compression: offloading was needed and failed. Not "history too short" (422),
         # but 507 workdir_unavailable, and nothing is written.
@@ -213,9 +217,13 @@ async def test_workdir_full_in_a_worker_process_keeps_full_results(
         "THREADKEEPER_LOG_LEVEL": "WARNING",
         "THREADKEEPER_LOG_JSON": "true",
         "THREADKEEPER_WORKER_POLL_SECONDS": "0.1",
-        "THREADKEEPER_SUMMARY_THRESHOLD": str(UNWRITABLE["summary_threshold"]),
-        "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": str(UNWRITABLE["tool_result_preview_tokens"]),
-        "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": str(UNWRITABLE["summary_keep_recent_tokens"]),
+        # The process refuses a budget that cannot fit a turn (UNWRITABLE's 600): one the start
+        # check accepts, which one turn's results (BIG_DOC) still exceed, with nothing older to
+        # summarize, so only offloading could help.
+        "THREADKEEPER_SUMMARY_THRESHOLD": "1500",
+        "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": "300",
+        "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "100",
+        "THREADKEEPER_SUMMARY_MAX_TOKENS": "100",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     async with app_factory(start_worker=False, **UNWRITABLE) as h:

@@ -88,7 +88,9 @@ async def test_two_apis_two_workers_one_killed_audit(
             "THREADKEEPER_DB_POOL_SIZE": "8",
             "THREADKEEPER_SUMMARY_THRESHOLD": "1500",
             "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": "100",
-            "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "300",
+            # A budget the start check accepts (keep-recent + summary + prompt + tools + a turn).
+            "THREADKEEPER_SUMMARY_KEEP_RECENT_TOKENS": "200",
+            "THREADKEEPER_SUMMARY_MAX_TOKENS": "250",
             "THREADKEEPER_LOG_LEVEL": "WARNING",
             "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "unused-local-workdir"),
             **s3_server.env(bucket),

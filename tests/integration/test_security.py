@@ -48,8 +48,9 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
             if m != "OPTIONS"  # CORS preflight: carries no credentials by design, returns no data
         }
         assert served == {(m, p) for m, p, _ in ops}
-        # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 19: ListAgents, GetAgent
-        assert len(ops) == 22
+        # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 19: ListAgents, GetAgent,
+        # ListDocuments, DeleteDocument
+        assert len(ops) == 24
 
         for method, path, op in ops:
             assert op.get("security") == [{"BearerAuth": []}], op["operationId"]

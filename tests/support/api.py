@@ -90,6 +90,7 @@ PARAMS = {
     "request_id": str(uuid.uuid4()),
     "kb": "default",
     "agent_id": "default",
+    "document_id": str(uuid.uuid4()),
 }
 #: A valid body per operation that takes one.
 BODIES: dict[str, Any] = {

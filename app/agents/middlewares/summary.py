@@ -14,7 +14,10 @@ The algorithm, in named steps, cheapest and least lossy first:
    always the current user turn verbatim, never splitting an AI tool call from its tool
    results. The summary the view already starts with is not rewritten: the new part becomes a
    segment right after it (cached prefix kept, ``plan_segment``), until the segments would
-   exceed ``summary_max_tokens`` and are folded into one in the same summarizer call;
+   exceed ``summary_max_tokens`` and are folded into one in the same summarizer call. The kept
+   part is capped (``keep_budget``) so the summary and one more turn fit under the threshold
+   (``app.agents.budget``); a view still over it then holds only the current turn, and the
+   outcome says ``turn_alone_exceeds`` instead of summarizing again;
 5. ``SummaryMiddleware._overflow_retry``: a provider context-overflow error forces steps 2-4
    and one retry with a strictly smaller request.
 
@@ -43,6 +46,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langgraph.types import Command
 
 from app import telemetry
+from app.agents.budget import Budget, summary_reserve, turn_room
 from app.agents.cuts import plan_segment, plan_summary
 from app.agents.offload import (
     DEFAULT_PROTECTED_TOOLS,
@@ -51,6 +55,7 @@ from app.agents.offload import (
     offload_pass,
 )
 from app.agents.outcome import (
+    TURN_ALONE_EXCEEDS,
     CompressionOutcome,
     compression_event,
     merge_outcomes,
@@ -168,6 +173,13 @@ class ContextCompressor:
         and with ``require_offload`` (manual path), ``WorkdirUnavailable`` as soon as a result
         that had to be offloaded could not be written (before any summarizer call).
         """
+        if force and not self.can_compress(
+            messages, thread_id=thread_id, system_message=system_message, tools=tools
+        ):
+            raise NothingToCompress(
+                "history too short to compress: nothing to offload or summarize",
+                tokens=self.count(messages, system_message=system_message, tools=tools),
+            )
         with telemetry.tracer().start_as_current_span(
             "context.compress", attributes={"threadkeeper.reason": reason}
         ) as span:
@@ -237,9 +249,7 @@ class ContextCompressor:
         if not force and middle < measured.limit:
             return offload_only
         cut = plan_summary(
-            offload.view,
-            counter=self.counter,
-            keep_recent_tokens=int(self.keep_recent_tokens / measured.ratio),
+            offload.view, counter=self.counter, keep_recent_tokens=self.keep_budget(measured)
         )
         if cut <= summary_head(offload.view):
             if force and not offload_only.replaced:
@@ -247,10 +257,66 @@ class ContextCompressor:
                     "history too short to compress: nothing to offload or summarize",
                     tokens=before,
                 )
-            return offload_only
-        return await self.summarize_step(
+            return self._flag_over(offload_only, measured)
+        summarized = await self.summarize_step(
             offload_only, cut, measured=measured, thread_id=thread_id, reason=reason
         )
+        return self._flag_over(summarized, measured)
+
+    # --- the budget: no thrash ------------------------------------------------------------------
+    @property
+    def budget(self) -> Budget:
+        return Budget(
+            threshold=self.summary_threshold,
+            preview_tokens=self.preview_tokens,
+            keep_recent_tokens=self.keep_recent_tokens,
+            summary_max_tokens=self.summary_max_tokens,
+        )
+
+    def keep_budget(self, measured: Measurement) -> int:
+        """Recent history kept verbatim (raw count): keep-recent in the provider's measure, but
+        never more than leaves the summary and one more turn room under the threshold, so a
+        summary always ends below it unless the current turn alone does not fit. (With a budget
+        the start check accepted and a provider measuring like us, the cap never binds.)"""
+        room = measured.limit - measured.base - summary_reserve(self.summary_max_tokens)
+        room -= turn_room(self.budget)
+        return max(0, min(int(self.keep_recent_tokens / measured.ratio), room))
+
+    def _flag_over(self, outcome: CompressionOutcome, measured: Measurement) -> CompressionOutcome:
+        """Name the outcome when the view is still over the threshold: only the current turn is
+        left verbatim then (``keep_budget``), so it is the turn alone that does not fit."""
+        if measured.over(outcome.messages, self.counter):
+            outcome.over_threshold = TURN_ALONE_EXCEEDS
+            outcome.threshold = self.summary_threshold
+        return outcome
+
+    def can_compress(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str | None,
+        system_message: SystemMessage | str | None = None,
+        tools: Sequence[Any] | None = None,
+    ) -> bool:
+        """Whether a manual compression (``force``) would change the view: a large tool result
+        to offload, or history older than the kept part to summarize. GetAgentState's
+        ``manual_compression.available`` and CompressContext's ``nothing_to_compress`` both
+        come from this one predicate."""
+        if not messages:
+            return False
+        offloader = self.offloader(thread_id)
+        if offloader is not None and offloader.has_candidates(messages):
+            return True
+        measured = measure(
+            messages,
+            counter=self.counter,
+            threshold=self.summary_threshold,
+            system_message=system_message,
+            tools=tools,
+        )
+        keep = self.keep_budget(measured)
+        cut = plan_summary(messages, counter=self.counter, keep_recent_tokens=keep)
+        return cut > summary_head(messages)
 
     async def summarize_step(
         self,
@@ -365,8 +431,11 @@ class SummaryMiddleware(AgentMiddleware):
         current = request
         if outcome is not None and outcome.changed:
             current = request.override(messages=_as_any(outcome.messages))
-        if outcome is not None and (outcome.changed or outcome.offload_failures):
-            # Also when nothing changed because offloading failed: the operator must see why.
+        if outcome is not None and (
+            outcome.changed or outcome.offload_failures or outcome.over_threshold
+        ):
+            # Also when nothing changed because offloading failed or the turn alone exceeds the
+            # threshold: the operator must see why.
             _emit(compression_event("threshold", outcome))
         try:
             response = await traced_model_call(handler, current)

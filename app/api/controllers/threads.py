@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import uuid
-from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -14,6 +12,7 @@ from litestar.params import HeaderParameter, Parameter
 from litestar.status_codes import HTTP_201_CREATED, HTTP_202_ACCEPTED, HTTP_204_NO_CONTENT
 
 from app.api.auth import principal_of
+from app.api.cursors import decode_cursor, encode_cursor
 from app.api.errors import errors
 from app.api.json_guard import MAX_JSON_DEPTH, json_depth
 from app.api.schemas import (
@@ -27,7 +26,7 @@ from app.api.schemas import (
     ThreadPage,
     UpdateThreadIn,
 )
-from app.db.models import Conversation, Message
+from app.db.models import Message
 from app.domain.errors import ValidationFailed
 from app.services.intake import IntakeService
 from app.services.threads import ThreadService, ThreadView
@@ -99,20 +98,6 @@ def decode_metadata_filter(raw: str) -> dict[str, Any]:
     return value
 
 
-def encode_cursor(c: Conversation) -> str:
-    raw = f"{c.created_at.isoformat()}|{c.id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created, _, cid = base64.urlsafe_b64decode(padded.encode()).decode().partition("|")
-        return datetime.fromisoformat(created), uuid.UUID(cid)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationFailed("invalid cursor") from exc
-
-
 class ThreadController(Controller):
     path = "/v1/threads"
     tags = ["threads"]
@@ -157,7 +142,10 @@ class ThreadController(Controller):
         wanted = decode_metadata_filter(metadata) if metadata is not None else None
         rows = await thread_service.list(principal, limit=limit + 1, before=before, metadata=wanted)
         page = rows[:limit]
-        next_cursor = encode_cursor(page[-1].conversation) if len(rows) > limit and page else None
+        last = page[-1].conversation if page else None
+        next_cursor = (
+            encode_cursor(last.created_at, last.id) if len(rows) > limit and last else None
+        )
         return ThreadPage(items=[thread_out(v) for v in page], next_cursor=next_cursor)
 
     @get("/{thread_id:uuid}", operation_id="GetThread", responses=errors(401, 404))

@@ -195,6 +195,8 @@ async function request(config, op, args, options) {
  * @property {boolean} summarized
  * @property {(number | null)} [offload_failed]
  * @property {(string | null)} [offload_error]
+ * @property {(string | null)} [over_threshold]
+ * @property {(number | null)} [threshold]
  */
 
 /**
@@ -241,11 +243,28 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} DocumentInfo
+ * @property {string} id uuid
+ * @property {string} kb
+ * @property {string} title
+ * @property {string} source
+ * @property {string} url
+ * @property {number} chunks
+ * @property {string} created_at date-time
+ */
+
+/**
  * @typedef {Object} DocumentOut
  * @property {string} id uuid
  * @property {string} kb
  * @property {string} title
  * @property {number} chunks
+ */
+
+/**
+ * @typedef {Object} DocumentPage
+ * @property {Array<DocumentInfo>} items
+ * @property {(string | null)} [next_cursor]
  */
 
 /**
@@ -557,6 +576,26 @@ export function createThread(config, args = {}, options = {}) {
 }
 
 /**
+ * DeleteDocument: DELETE /v1/knowledge-bases/{kb}/documents/{document_id} (204)
+ *
+ * @param {ClientConfig} config
+ * @param {{kb: string, document_id: string}} args
+ *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
+ *   - document_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<void>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 404 not_found: no such resource for this principal
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ */
+export function deleteDocument(config, args = {}, options = {}) {
+  return request(config, {"method": "DELETE", "path": "/v1/knowledge-bases/{kb}/documents/{document_id}", "pathParams": ["kb", "document_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
  * DeleteThread: DELETE /v1/threads/{thread_id} (204)
  *
  * @param {ClientConfig} config
@@ -700,6 +739,25 @@ export function health(config, args = {}, options = {}) {
  */
 export function listAgents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents", "pathParams": [], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * ListDocuments: GET /v1/knowledge-bases/{kb}/documents (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{kb: string, limit?: number, cursor?: (string | null)}} args
+ *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
+ *   - limit: 1..200; default 50
+ * @param {RequestOptions} [options]
+ * @returns {Promise<DocumentPage>}
+ * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
+ * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
+ * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
+ * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ */
+export function listDocuments(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -937,6 +995,7 @@ export function createClient(config = {}) {
     cancelRun: (args, options) => cancelRun(config, args, options),
     compressContext: (args, options) => compressContext(config, args, options),
     createThread: (args, options) => createThread(config, args, options),
+    deleteDocument: (args, options) => deleteDocument(config, args, options),
     deleteThread: (args, options) => deleteThread(config, args, options),
     getAgent: (args, options) => getAgent(config, args, options),
     getAgentState: (args, options) => getAgentState(config, args, options),
@@ -945,6 +1004,7 @@ export function createClient(config = {}) {
     getThread: (args, options) => getThread(config, args, options),
     health: (args, options) => health(config, args, options),
     listAgents: (args, options) => listAgents(config, args, options),
+    listDocuments: (args, options) => listDocuments(config, args, options),
     listMessages: (args, options) => listMessages(config, args, options),
     listRuns: (args, options) => listRuns(config, args, options),
     listThreads: (args, options) => listThreads(config, args, options),

@@ -38,6 +38,8 @@ const state = {
   following: null,
   pendingInterrupt: null,
   compressPending: false,
+  /** GetAgentState's manual_compression of the selected thread (null until read) */
+  manual: null,
   /** the thread scope whose thread_busy notice is being watched */
   watchingBusy: null,
   /** knowledge-base result id -> {doc_id, title, source, url, content} from query_kb results */
@@ -327,6 +329,7 @@ async function selectThread(threadId) {
   state.streams = new Map();
   state.withdrawn = new Set();
   state.pendingInterrupt = null;
+  state.manual = null;
   localStorage.setItem(THREAD_STORAGE, threadId);
   renderThreads();
   const thread = state.threads.find((t) => t.id === threadId);
@@ -888,6 +891,8 @@ function renderAgentState(view) {
   $("agent-budget").textContent = agent ? describeBudget(agent.budget) : "–";
 
   const manual = view.capabilities.manual_compression;
+  state.manual = manual;
+  updateCompressButton();
   const notice = $("compress-result");
   const busy = !manual.available && manual.reason === "thread_busy";
   if (!busy && notice.dataset.state === "busy") notice.hidden = true; // idle again
@@ -944,9 +949,17 @@ async function watchBusy(threadId) {
   if (state.watchingBusy === signal) state.watchingBusy = null;
 }
 
+/** The capability says whether CompressContext would do anything: with nothing to compress
+ * (or no history) the button is off. A busy thread keeps it on: a click says why (409). */
+function compressOffered() {
+  const manual = state.manual;
+  return !manual || manual.available || manual.reason === "thread_busy";
+}
+
 function updateCompressButton() {
   const button = $("compress-button");
-  button.disabled = state.compressPending || !state.threadId;
+  button.disabled = state.compressPending || !state.threadId || !compressOffered();
+  button.title = compressOffered() ? "" : `Nothing to compress (${state.manual.reason})`;
   button.setAttribute("aria-busy", String(state.compressPending));
   button.textContent = state.compressPending ? "Compressing…" : "Compress now";
 }
@@ -961,7 +974,7 @@ function showCompressResult(text, kind) {
 /** Manual compression: at most one request in flight; the button is disabled while it runs. */
 async function compressContext() {
   const threadId = state.threadId;
-  if (state.compressPending || !threadId) return;
+  if (state.compressPending || !threadId || !compressOffered()) return;
   state.compressPending = true;
   updateCompressButton();
   showCompressResult("Compressing…", "pending");

@@ -111,6 +111,17 @@ def service(
                 worker.wait(10)
 
 
+@contextlib.asynccontextmanager
+async def database(server: str) -> Any:
+    """``fresh_database`` off the loop (Alembic runs its own event loop)."""
+    stack = contextlib.ExitStack()
+    url = await asyncio.to_thread(stack.enter_context, fresh_database(server, "tk_turns"))
+    try:
+        yield url
+    finally:
+        await asyncio.to_thread(stack.close)
+
+
 class Completions:
     """Tells when runs finished: one poll query for every pending request (every 5 ms)."""
 
@@ -220,7 +231,8 @@ async def capacity(
 ) -> dict[int, Capacity]:
     out: dict[int, Capacity] = {}
     for count in thread_counts:
-        with fresh_database(server, "tk_turns") as url, tempfile.TemporaryDirectory() as workdir:
+        async with database(server) as url:
+            workdir = tempfile.mkdtemp(prefix="tk_turns_")
             with service(layout, url, url, workdir, logs) as (base, worker_pid):
                 await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
                 pid = worker_pid if worker_pid > 0 else server_pid(base)
@@ -236,6 +248,7 @@ async def capacity(
                     )
                 for c in conns:
                     c.close()
+            shutil.rmtree(workdir, ignore_errors=True)
     return out
 
 
@@ -291,7 +304,8 @@ async def thread_length(server: str, lengths: list[int], window: int, logs: Path
     from app.db.urls import libpq_url
 
     out: dict[int, TurnCost] = {}
-    with fresh_database(server, "tk_turns") as url, tempfile.TemporaryDirectory() as workdir:
+    async with database(server) as url:
+        workdir = tempfile.mkdtemp(prefix="tk_turns_")
         async with counting_proxy(url) as (proxy, proxied):
             stack = contextlib.ExitStack()
             # The worker talks through the proxy, which runs on this loop: start and stop the
@@ -379,10 +393,11 @@ def reference_server(langgraph: Path, log_path: Path) -> Iterator[tuple[str, sub
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGSMITH_API_KEY": "",
         "PYTHONPATH": str(ROOT),
+        "LOG_LEVEL": "WARNING",
     }
     with log_path.open("ab") as log_file:
         proc = subprocess.Popen(
-            [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port),
+            [str(langgraph), "dev", "--no-browser", "--no-reload", "--allow-blocking", "--port", str(port),
              "--server-log-level", "WARNING", "--config", "langgraph.json"],
             cwd=REFERENCE_DIR,
             env=env,

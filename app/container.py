@@ -24,7 +24,7 @@ from app.agents.summarizers import Summarizer, build_summarizer
 from app.agents.tools import build_tools
 from app.agents.workdir import Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
-from app.db.checkpointer import BoundedPostgresSaver
+from app.db.checkpointer import BoundedPostgresSaver, check_pooled, stamp_returned
 from app.db.embedded import start_embedded_postgres
 from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
@@ -140,7 +140,8 @@ async def build_container(
             "application_name": CHECKPOINTER_APPLICATION_NAME,
             "connect_timeout": max(2, math.ceil(db.db_pool_timeout_seconds)),
         },
-        check=AsyncConnectionPool.check_connection,
+        check=check_pooled,
+        reset=stamp_returned,
         timeout=db.db_pool_timeout_seconds,
         open=False,
     )

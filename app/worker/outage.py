@@ -61,7 +61,9 @@ class DatabaseWait:
     async def _read(
         self, run_id: uuid.UUID, thread_id: uuid.UUID
     ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
-        await self.ledger.check_lease(run_id)  # the session pool answers, the run is ours
+        await self.ledger.check_lease(
+            thread_id, run_id
+        )  # the session pool answers, the run is ours
         return await self.state.get_live_and_committed(thread_id)  # the checkpointer's too
 
     async def resume_point(self, claimed: ClaimedRun, waiting: frozenset[str]) -> ResumePoint:

@@ -32,8 +32,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
+# The first line names what the statement writes: pg_stat_activity shows only the first 1 kB
+# of a statement, and operators (and tests/integration/test_tool_call_pairing.py) look for what
+# it is blocked on.
 _STEP = text(
-    """
+    """-- run step: INSERT INTO messages, run_events; UPDATE agent_runs, conversations
 WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v),
 conv AS MATERIALIZED (
     SELECT c.id FROM conversations c, cfg WHERE c.id = :thread_id FOR UPDATE OF c

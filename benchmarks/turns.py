@@ -529,21 +529,24 @@ async def main() -> None:
     results: dict[str, dict[int, list[Capacity]]] = {}
     ref: dict[int, list[Capacity]] = {}
     costs: dict[int, list[TurnCost]] = {}
-    for _ in range(args.repeat):
+    for i in range(args.repeat):
         if "capacity" in phases:
             for layout in args.layouts.split(","):
                 got = await capacity(layout, server, counts, args.seconds, logs / "service.log")
                 for count, cap in got.items():
                     results.setdefault(layout, {}).setdefault(count, []).append(cap)
+                    print(f"run {i + 1}: {layout} {count} threads: {cap}", flush=True)
         if "reference" in phases:
             for count, cap in (await reference(counts, args.seconds, logs / "langgraph.log")).items():
                 ref.setdefault(count, []).append(cap)
+                print(f"run {i + 1}: langgraph {count} threads: {cap}", flush=True)
         if "length" in phases:
             lengths = [int(x) for x in args.lengths.split(",")]
             for length, cost in (
                 await thread_length(server, lengths, args.window, logs / "length.log")
             ).items():
                 costs.setdefault(length, []).append(cost)
+                print(f"run {i + 1}: {length} turns: {cost}", flush=True)
     if results or ref:
         print_capacity(results, ref)
         if "reference" in phases and not ref:

@@ -43,7 +43,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,11 +239,13 @@ async def capacity(
                 conns = [Connection(*endpoint(base)) for _ in threads]
                 async with completions(url) as done:
 
-                    async def one(i: int, thread_id: str, n: int) -> float:
+                    async def one(
+                        i: int, thread_id: str, n: int, conns: list[Connection] = conns
+                    ) -> float:
                         return await turn(conns[i], done, thread_id, n)
 
                     out[count] = await closed_loop(
-                        threads, seconds, one, lambda: process_cpu_seconds(pid)
+                        threads, seconds, one, lambda pid=pid: process_cpu_seconds(pid)
                     )
                 for c in conns:
                     c.close()
@@ -286,7 +287,9 @@ class WalMeter:
     async def since(self, start: str) -> int:
         end = await self.lsn()
         if not self.inspect:
-            row = await (await self.db.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start))).fetchone()
+            row = await (
+                await self.db.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start))
+            ).fetchone()
             return int(row[0])
         row = await (
             await self.db.execute(
@@ -298,7 +301,9 @@ class WalMeter:
         return int(row[0])
 
 
-async def thread_length(server: str, lengths: list[int], window: int, logs: Path) -> dict[int, TurnCost]:
+async def thread_length(
+    server: str, lengths: list[int], window: int, logs: Path
+) -> dict[int, TurnCost]:
     import psycopg
 
     from app.db.urls import libpq_url
@@ -325,14 +330,21 @@ async def thread_length(server: str, lengths: list[int], window: int, logs: Path
                     await wal.open()
                     n = 0
                     for length in sorted(lengths):
-                        backlog = [await post(conn, thread_id, n + i) for i in range(max(0, length - window - n))]
+                        backlog = [
+                            await post(conn, thread_id, n + i)
+                            for i in range(max(0, length - window - n))
+                        ]
                         n += len(backlog)
                         for request_id in backlog:
                             await asyncio.wait_for(done.wait(request_id), 600)
                         cost = out[length] = TurnCost()
                         while n < length:
                             await asyncio.sleep(0.05)  # the claim loop settles
-                            rt0, cpu0, lsn0 = proxy.counts.round_trips, process_cpu_seconds(pid), await wal.lsn()
+                            rt0, cpu0, lsn0 = (
+                                proxy.counts.round_trips,
+                                process_cpu_seconds(pid),
+                                await wal.lsn(),
+                            )
                             cost.latency_ms.append(await turn(conn, done, thread_id, n) * 1000)
                             cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
@@ -380,7 +392,9 @@ def reference_venv() -> Path | None:
 
 
 @contextlib.contextmanager
-def reference_server(langgraph: Path, log_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def reference_server(
+    langgraph: Path, log_path: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     import socket
 
     with socket.socket() as s:
@@ -397,8 +411,19 @@ def reference_server(langgraph: Path, log_path: Path) -> Iterator[tuple[str, sub
     }
     with log_path.open("ab") as log_file:
         proc = subprocess.Popen(
-            [str(langgraph), "dev", "--no-browser", "--no-reload", "--allow-blocking", "--port", str(port),
-             "--server-log-level", "WARNING", "--config", "langgraph.json"],
+            [
+                str(langgraph),
+                "dev",
+                "--no-browser",
+                "--no-reload",
+                "--allow-blocking",
+                "--port",
+                str(port),
+                "--server-log-level",
+                "WARNING",
+                "--config",
+                "langgraph.json",
+            ],
             cwd=REFERENCE_DIR,
             env=env,
             stdout=log_file,
@@ -456,11 +481,17 @@ async def reference(thread_counts: list[int], seconds: float, logs: Path) -> dic
                 await client.runs.wait(
                     thread_id,
                     "agent",
-                    input={"messages": [{"role": "user", "content": f"turn {n}: when does lease {n} expire?"}]},
+                    input={
+                        "messages": [
+                            {"role": "user", "content": f"turn {n}: when does lease {n} expire?"}
+                        ]
+                    },
                 )
                 return time.perf_counter() - t0
 
-            out[count] = await closed_loop(threads, seconds, one, lambda: tree_cpu_seconds(proc.pid))
+            out[count] = await closed_loop(
+                threads, seconds, one, lambda: tree_cpu_seconds(proc.pid)
+            )
     return out
 
 
@@ -478,20 +509,26 @@ def print_capacity(
     results: dict[str, dict[int, list[Capacity]]], ref: dict[int, list[Capacity]]
 ) -> None:
     print("\ncapacity (closed loop, one worker process, medians)")
-    print(f"{'layout':<10}{'threads':>8}{'turns/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
-          f"{'CPU ms/turn':>13}{'LangGraph turns/s':>19}{'ratio':>8}")
+    print(
+        f"{'layout':<10}{'threads':>8}{'turns/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
+        f"{'CPU ms/turn':>13}{'LangGraph turns/s':>19}{'ratio':>8}"
+    )
     for layout, by_count in results.items():
         for count, runs in by_count.items():
             m = median_capacity(runs)
             r = median_capacity(ref[count]) if ref.get(count) else None
             ref_rate = f"{r.turns_per_second:.1f}" if r else "n/a"
             ratio = f"{m.turns_per_second / r.turns_per_second:.2f}" if r else "n/a"
-            print(f"{layout:<10}{count:>8}{m.turns_per_second:>10.1f}{m.p50_ms:>10.0f}"
-                  f"{m.p99_ms:>10.0f}{m.cpu_ms_per_turn:>13.1f}{ref_rate:>19}{ratio:>8}")
+            print(
+                f"{layout:<10}{count:>8}{m.turns_per_second:>10.1f}{m.p50_ms:>10.0f}"
+                f"{m.p99_ms:>10.0f}{m.cpu_ms_per_turn:>13.1f}{ref_rate:>19}{ratio:>8}"
+            )
     for count, runs in ref.items():
         m = median_capacity(runs)
-        print(f"{'langgraph':<10}{count:>8}{m.turns_per_second:>10.1f}{m.p50_ms:>10.0f}"
-              f"{m.p99_ms:>10.0f}{m.cpu_ms_per_turn:>13.1f}")
+        print(
+            f"{'langgraph':<10}{count:>8}{m.turns_per_second:>10.1f}{m.p50_ms:>10.0f}"
+            f"{m.p99_ms:>10.0f}{m.cpu_ms_per_turn:>13.1f}"
+        )
 
 
 def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
@@ -504,8 +541,10 @@ def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
         rts = statistics.median(x for r in runs for x in r.round_trips)
         wal = statistics.median(x for r in runs for x in r.wal_bytes)
         first = first or lat
-        print(f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}"
-              f"   x{lat / first:.2f} of the shortest")
+        print(
+            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}"
+            f"   x{lat / first:.2f} of the shortest"
+        )
 
 
 async def main() -> None:
@@ -537,7 +576,9 @@ async def main() -> None:
                     results.setdefault(layout, {}).setdefault(count, []).append(cap)
                     print(f"run {i + 1}: {layout} {count} threads: {cap}", flush=True)
         if "reference" in phases:
-            for count, cap in (await reference(counts, args.seconds, logs / "langgraph.log")).items():
+            for count, cap in (
+                await reference(counts, args.seconds, logs / "langgraph.log")
+            ).items():
                 ref.setdefault(count, []).append(cap)
                 print(f"run {i + 1}: langgraph {count} threads: {cap}", flush=True)
         if "length" in phases:

@@ -23,7 +23,7 @@ from app.agents.registry import AgentRegistry, SummarizerOverride, build_registr
 from app.agents.spec import load_agent_specs
 from app.agents.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
-from app.db.checkpointer import BoundedPostgresSaver
+from app.db.checkpointer import BoundedPostgresSaver, check_pooled, stamp_returned
 from app.db.embedded import start_embedded_postgres
 from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
@@ -148,7 +148,8 @@ async def build_container(
             "application_name": CHECKPOINTER_APPLICATION_NAME,
             "connect_timeout": max(2, math.ceil(db.db_pool_timeout_seconds)),
         },
-        check=AsyncConnectionPool.check_connection,
+        check=check_pooled,
+        reset=stamp_returned,
         timeout=db.db_pool_timeout_seconds,
         open=False,
     )

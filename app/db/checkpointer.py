@@ -14,13 +14,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg import AsyncCursor
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow
-from psycopg_pool import PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from app.db.session import needs_ping
+
+#: When each checkpointer connection went back to its pool (for ``check_pooled``).
+_RETURNED: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+
+
+async def stamp_returned(conn: AsyncConnection[Any]) -> None:
+    """The pool's ``reset`` hook: remember when the connection came back."""
+    _RETURNED[conn] = time.monotonic()
+
+
+async def check_pooled(conn: AsyncConnection[Any]) -> None:
+    """The pool's ``check`` hook: ``check_connection`` (one round trip), skipped inside a run's
+    ``warm_checkouts()`` for a connection back less than a second (app/db/session.py)."""
+    if conn.closed or conn.broken or needs_ping(_RETURNED.get(conn)):
+        await AsyncConnectionPool.check_connection(conn)
 
 
 class BoundedPostgresSaver(AsyncPostgresSaver):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import event
@@ -23,6 +27,33 @@ CHECKPOINTER_APPLICATION_NAME = "threadkeeper-checkpointer"
 LISTENER_APPLICATION_NAME = "threadkeeper-listener"
 #: Connections older than this are replaced (server-side idle kills, failovers behind a proxy).
 POOL_RECYCLE_SECONDS = 1800
+#: Inside ``warm_checkouts()``, a connection back in the pool for less than this is lent without
+#: a ping (see there).
+WARM_SECONDS = 1.0
+_WARM: ContextVar[bool] = ContextVar("threadkeeper_warm_checkouts", default=False)
+
+
+@contextmanager
+def warm_checkouts() -> Iterator[None]:
+    """Within this context (a run's task and the tasks it starts), a pooled connection that was
+    in use less than ``WARM_SECONDS`` ago is lent without a ping: a busy worker reuses its
+    connections every few milliseconds, and a ping each time was a third of a turn's round
+    trips. A connection idle for longer (an outage or a restart is behind most dead ones) is
+    still pinged; one that died in between fails its statement with a connection error, which
+    the run already rides out (it waits for the database and goes on from its last checkpoint).
+    API requests are outside it: every one of their checkouts is pinged as before."""
+    token = _WARM.set(True)
+    try:
+        yield
+    finally:
+        _WARM.reset(token)
+
+
+def needs_ping(returned_at: float | None) -> bool:
+    """Ping at checkout unless inside ``warm_checkouts()`` and back in the pool only briefly."""
+    if not _WARM.get() or returned_at is None:
+        return True
+    return time.monotonic() - returned_at >= WARM_SECONDS
 
 
 def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.0) -> AsyncEngine:
@@ -57,10 +88,19 @@ def _ping_on_checkout(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _checked_out(_: Any, record: Any, __: Any) -> None:
+        conn = record.driver_connection
+        if conn.is_closed():  # the driver already saw it end (no round trip)
+            raise DisconnectionError("pooled connection is closed")
+        if not needs_ping(record.info.get("returned_at")):
+            return
         try:
-            await_(record.driver_connection.fetchrow(";"))
+            await_(conn.fetchrow(";"))
         except Exception as exc:
             raise DisconnectionError("pooled connection is dead") from exc
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _checked_in(_: Any, record: Any) -> None:
+        record.info["returned_at"] = time.monotonic()
 
 
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.config import WorkerSettings
+from app.db.session import warm_checkouts
 from app.heartbeat import write_beat
 from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.execution import DrainSignal, RunExecutor
@@ -211,7 +212,8 @@ class RunWorker:
         if claimed is None:
             return False
         await self._slots.acquire()
-        task = asyncio.create_task(self.executor.execute(claimed), name=f"run-{claimed.run_id}")
+        with warm_checkouts():  # the run's task and every task it starts (app/db/session.py)
+            task = asyncio.create_task(self.executor.execute(claimed), name=f"run-{claimed.run_id}")
         self._runs[claimed.run_id] = task
 
         def _done(_: asyncio.Task[None], run_id: uuid.UUID = claimed.run_id) -> None:

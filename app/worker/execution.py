@@ -26,6 +26,7 @@ from app.db.models import RunStatus
 from app.db.run_events import RunError
 from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
+from app.repositories.run_events import ActivityEvent
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, Handoff
 from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
@@ -263,30 +264,41 @@ class RunExecutor:
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
         )
         stream = self._stream(runtime, graph_input, config, context)
+        # Custom events wait for the step's write (or the next delta flush), so a step costs
+        # one statement whatever it streamed; the order (custom, deltas, messages) is kept.
+        pending: list[ActivityEvent] = []
         async for mode, chunk in stream:
             if mode == "messages":
                 message, meta = chunk
                 if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
                     deltas.add(message.id, message_text(message))
                 if deltas.due():
-                    await self.ledger.flush_deltas(claimed.run_id, deltas)
+                    await self.ledger.append(
+                        claimed.thread_id, claimed.run_id, [*pending, *deltas.drain()]
+                    )
+                    pending.clear()
                 continue
-            await self.ledger.flush_deltas(claimed.run_id, deltas)
             if mode == "custom":
                 event = custom_event(chunk)
                 if event is not None:
-                    await self.ledger.append(claimed.run_id, [event])
+                    pending.extend(deltas.drain())
+                    pending.append(event)
                 continue
+            events: list[ActivityEvent] = [*pending, *deltas.drain()]
+            pending.clear()
             for node, update in (chunk or {}).items():
                 if node == "__interrupt__":
                     interrupt = interrupt_payload(update)
                     continue
-                await self.ledger.persist_update(claimed.thread_id, claimed.run_id, update)
+                await self.ledger.persist_update(claimed.thread_id, claimed.run_id, update, events)
+                events = []
+            await self.ledger.append(claimed.thread_id, claimed.run_id, events)
             if self.drain.handoff.is_set() and mode == "updates":
                 # A step just ended: stop here, and stop the graph's next step now (closing
                 # the stream) rather than whenever the dropped generator is collected.
                 await stream.aclose()
                 raise HandedOff(str(claimed.run_id))
+        await self.ledger.append(claimed.thread_id, claimed.run_id, [*pending, *deltas.drain()])
         return interrupt
 
     @staticmethod
@@ -305,7 +317,7 @@ class RunExecutor:
         Runs while this run is still active, so no other run or compression touches the thread.
         """
         try:
-            await self.ledger.check_lease(claimed.run_id)
+            await self.ledger.check_lease(claimed.thread_id, claimed.run_id)
             await state.prune_history(claimed.thread_id)
         except LeaseLost:
             raise

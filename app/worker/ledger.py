@@ -12,18 +12,16 @@ from typing import Any, cast
 
 import msgspec
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agents.messages import message_text
 from app.agents.storable import storable_text, storable_value
 from app.agents.summary_messages import is_summary_message
 from app.agents.tokens import run_usage
-from app.db.models import Message
-from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole
-from app.repositories.conversations import ConversationRepository
+from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole, event_row
 from app.repositories.messages import MessageRepository, NewMessage
-from app.repositories.run_events import ActivityEvent, RunEventRepository
-from app.repositories.runs import RunRepository
+from app.repositories.run_events import ActivityEvent
+from app.repositories.run_steps import RunStepRepository, StepMessage
 
 #: The graph's custom stream events a run stores, by their ``type``.
 CUSTOM_EVENTS: dict[str, type[CompressionEvent]] = {"compression": CompressionEvent}
@@ -71,17 +69,24 @@ def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
     )
 
 
-def message_event(stored: Message) -> MessageEvent:
-    return MessageEvent(
-        type="message",
-        message_id=stored.id,
-        seq=stored.seq,
-        role=cast(MessageRole, stored.role),
-        content=stored.content,
-        tool_calls=stored.tool_calls,
-        tool_call_id=stored.tool_call_id,
-        tool_name=stored.tool_name,
+def message_event_data(message_id: uuid.UUID, row: NewMessage) -> dict[str, Any]:
+    """The ``message`` event of a message about to be stored, without its ``type`` and ``seq``
+    (the step statement adds the number the message gets)."""
+    data: dict[str, Any] = msgspec.to_builtins(
+        MessageEvent(
+            type="message",
+            message_id=message_id,
+            seq=0,
+            role=cast(MessageRole, row.role),
+            content=row.content,
+            tool_calls=row.tool_calls,
+            tool_call_id=row.tool_call_id,
+            tool_name=row.tool_name,
+        )
     )
+    data.pop("type")
+    data.pop("seq")
+    return data
 
 
 def custom_event(chunk: Any) -> CompressionEvent | None:
@@ -138,32 +143,50 @@ class DeltaBuffer:
 
 
 class RunLedger:
+    """Each write is one statement on a bare connection (app/repositories/run_steps.py): a
+    graph step's messages, usage and events, with the lease check folded in."""
+
     def __init__(
         self, sessions: async_sessionmaker[AsyncSession], holder: str, lease_seconds: float
     ) -> None:
         self.sessions = sessions
+        # The sessions' engine: steps need no ORM session, only a connection.
+        self.engine: AsyncEngine = sessions.kw["bind"]
         self.holder = holder
         self.lease_seconds = lease_seconds
 
-    async def assert_lease(self, session: AsyncSession, run_id: uuid.UUID) -> None:
-        """Locks the run row (recovery cannot interleave) and stops a run no longer ours."""
-        if not await RunRepository(session).holds_lease(run_id, self.holder):
+    async def write_step(
+        self,
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        messages: Sequence[BaseMessage] = (),
+        events: Sequence[ActivityEvent] = (),
+    ) -> int:
+        """One step's writes in one statement; how many messages were new. Raises LeaseLost
+        (having written nothing) when this worker no longer holds the run."""
+        rows = step_messages(run_id, messages)
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            result = await RunStepRepository(conn).write(
+                thread_id=thread_id,
+                run_id=run_id,
+                holder=self.holder,
+                messages=rows,
+                events=[event_row(e) for e in events],
+                lock_timeout_ms=int(self.lease_seconds * 1000),
+            )
+        if not result.leased:
             raise LeaseLost(f"run {run_id} is no longer leased to this worker")
+        return result.stored
 
-    async def check_lease(self, run_id: uuid.UUID) -> None:
-        async with self.sessions() as session, session.begin():
-            await self.assert_lease(session, run_id)
+    async def check_lease(self, thread_id: uuid.UUID, run_id: uuid.UUID) -> None:
+        await self.write_step(thread_id, run_id)
 
-    async def append(self, run_id: uuid.UUID, events: Sequence[ActivityEvent]) -> None:
-        """Events go out in one transaction (one lease check, one NOTIFY)."""
-        if not events:
-            return
-        async with self.sessions() as session, session.begin():
-            await self.assert_lease(session, run_id)
-            await RunEventRepository(session).append_many(run_id, events)
-
-    async def flush_deltas(self, run_id: uuid.UUID, deltas: DeltaBuffer) -> None:
-        await self.append(run_id, deltas.drain())
+    async def append(
+        self, thread_id: uuid.UUID, run_id: uuid.UUID, events: Sequence[ActivityEvent]
+    ) -> None:
+        if events:
+            await self.write_step(thread_id, run_id, events=events)
 
     async def store_messages(
         self, thread_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[BaseMessage]
@@ -174,33 +197,45 @@ class RunLedger:
                 thread_id, [message_row(run_id, m) for m in messages]
             )
 
-    async def persist_update(self, thread_id: uuid.UUID, run_id: uuid.UUID, update: Any) -> None:
-        """A graph update's new AI/tool messages: stored, counted, announced, in one transaction."""
+    async def persist_update(
+        self,
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        update: Any,
+        events: Sequence[ActivityEvent] = (),
+    ) -> None:
+        """A graph update's new AI/tool messages, with ``events`` (streamed before them):
+        stored, counted, announced, in one statement."""
         new = new_messages(update)
-        if not new:
-            return
-        rows = [message_row(run_id, m) for m in new]
-        async with self.sessions() as session, session.begin():
-            # Lock order everywhere: conversation, then run (cancel/resume do the same).
-            await ConversationRepository(session).lock(
-                thread_id, timeout_ms=int(self.lease_seconds * 1000)
+        if new or events:
+            await self.write_step(thread_id, run_id, new, events)
+
+
+def step_messages(run_id: uuid.UUID, messages: Sequence[BaseMessage]) -> list[StepMessage]:
+    """The step's messages as rows (the first of each LangChain id), usage on AI messages."""
+    out: list[StepMessage] = []
+    seen: set[str] = set()
+    for m in messages:
+        row = message_row(run_id, m)
+        if row.lc_id is not None:
+            if row.lc_id in seen:
+                continue
+            seen.add(row.lc_id)
+        usage = run_usage([m]) if isinstance(m, AIMessage) else None
+        message_id = uuid.uuid4()
+        out.append(
+            StepMessage(
+                id=message_id,
+                role=row.role,
+                content=row.content,
+                lc_id=row.lc_id,
+                event=message_event_data(message_id, row),
+                tool_calls=row.tool_calls,
+                tool_call_id=row.tool_call_id,
+                tool_name=row.tool_name,
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+                calls=usage.calls if usage else 0,
             )
-            await self.assert_lease(session, run_id)
-            stored = await MessageRepository(session).append(thread_id, rows)
-            stored_ids = {s.lc_id for s in stored}
-            # Usage is counted once per AI message actually stored (replays are skipped).
-            fresh_ai = [
-                m for m in new if isinstance(m, AIMessage) and storable_id(m.id) in stored_ids
-            ]
-            if fresh_ai:
-                usage = run_usage(fresh_ai)
-                await RunRepository(session).add_usage(
-                    run_id,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    calls=usage.calls,
-                )
-            if stored:
-                await RunEventRepository(session).append_many(
-                    run_id, [message_event(s) for s in stored]
-                )
+        )
+    return out

@@ -58,8 +58,9 @@ class DatabaseWait:
     async def _read(
         self, run_id: uuid.UUID, thread_id: uuid.UUID, state: AgentStateRepository
     ) -> tuple[AgentStateSnapshot, AgentStateSnapshot]:
-        await self.ledger.check_lease(run_id)  # the session pool answers, the run is ours
-        return await state.get_live_and_committed(thread_id)  # the checkpointer's too
+        # The session pool answers, the run is ours; then the checkpointer's state too.
+        await self.ledger.check_lease(thread_id, run_id)
+        return await state.get_live_and_committed(thread_id)
 
     async def resume_point(
         self, claimed: ClaimedRun, waiting: frozenset[str], state: AgentStateRepository

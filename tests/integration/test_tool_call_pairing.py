@@ -62,7 +62,7 @@ async def kill_the_blocked_message_insert(url: str, tid: str, release: Any) -> N
         pid = await _until(
             url,
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO messages%%'",
+            "AND wait_event_type = 'Lock' AND query ILIKE '%%INSERT INTO messages%%'",
         )
         await _until(url, f"SELECT 1 WHERE ({writes}) > %s", tid, before)
         await asyncio.to_thread(_scalar, url, "SELECT pg_terminate_backend(%s)", pid)

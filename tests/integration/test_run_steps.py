@@ -1,0 +1,182 @@
+"""A graph step's writes are ONE statement (app/repositories/run_steps.py): the transaction
+boundary a crash can fall on. Either the whole step is stored (messages, usage, events, in
+order) or nothing is; a step written again after a crash or an outage stores nothing twice; a
+run whose lease is gone writes nothing at all."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.models import AgentRun, Conversation, Message, RunEvent, RunStatus
+from app.db.run_events import DeltaEvent
+from app.db.session import create_engine, create_session_factory
+from app.worker.ledger import LeaseLost, RunLedger
+from tests.integration.test_run_transitions import HOLDER, Sessions, started
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(clean_db)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def reply() -> AIMessage:
+    return AIMessage(
+        content="",
+        id="ai-1",
+        tool_calls=[{"id": "call-1", "name": "query_kb", "args": {"query": "lease"}}],
+        usage_metadata={"input_tokens": 11, "output_tokens": 7, "total_tokens": 18},
+    )
+
+
+async def thread_of(sessions: Sessions, run_id: uuid.UUID) -> uuid.UUID:
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None
+        return run.thread_id
+
+
+async def stored(sessions: Sessions, run_id: uuid.UUID) -> tuple[list[Message], list[RunEvent]]:
+    async with sessions() as session:
+        messages = (
+            await session.scalars(
+                select(Message).where(Message.run_id == run_id).order_by(Message.seq)
+            )
+        ).all()
+        events = (
+            await session.scalars(
+                select(RunEvent)
+                .where(RunEvent.run_id == run_id, RunEvent.type != "status")
+                .order_by(RunEvent.id)
+            )
+        ).all()
+        return list(messages), list(events)
+
+
+async def test_a_step_stores_messages_usage_and_events_in_order_once(engine: AsyncEngine) -> None:
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    tid = await thread_of(sessions, run_id)
+    ledger = RunLedger(sessions, HOLDER, 30)
+    delta = DeltaEvent(type="delta", lc_id="ai-1", text="thinking")
+    tool = ToolMessage(content="{}", tool_call_id="call-1", name="query_kb", id="tool-1")
+
+    await ledger.persist_update(tid, run_id, {"messages": [reply()]}, [delta])
+    # The same step again (a retry after an outage, a replay after a crash) plus the next one:
+    # only the new message is stored, usage is not counted twice.
+    await ledger.persist_update(tid, run_id, {"messages": [reply(), tool]})
+
+    messages, events = await stored(sessions, run_id)
+    assert [(m.role, m.lc_id) for m in messages] == [("assistant", "ai-1"), ("tool", "tool-1")]
+    assert messages[1].seq == messages[0].seq + 1
+    assert messages[0].tool_calls == [
+        {"id": "call-1", "name": "query_kb", "args": {"query": "lease"}}
+    ]
+    # The delta streamed before the message; one message event per stored message, with its seq.
+    assert [e.type for e in events] == ["delta", "message", "message"]
+    assert [e.data["seq"] for e in events[1:]] == [m.seq for m in messages]
+    assert [e.data["message_id"] for e in events[1:]] == [str(m.id) for m in messages]
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        conv = await session.get(Conversation, tid)
+        assert run is not None and conv is not None
+        assert (run.input_tokens, run.output_tokens, run.model_calls) == (11, 7, 1)
+        assert conv.next_message_seq == messages[-1].seq + 1
+
+
+@pytest.mark.parametrize("lost", ["recovered", "taken_over"])
+async def test_a_step_of_a_run_no_longer_leased_writes_nothing(
+    engine: AsyncEngine, lost: str
+) -> None:
+    """The lease check is part of the statement: a run recovered elsewhere (lease expired,
+    failed) or handed to another worker stores no message, no usage, no event."""
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    tid = await thread_of(sessions, run_id)
+    values = (
+        {"status": RunStatus.FAILED, "lease_holder": None}
+        if lost == "recovered"
+        else {"lease_holder": "another-worker"}
+    )
+    async with sessions() as session, session.begin():
+        await session.execute(update(AgentRun).where(AgentRun.id == run_id).values(**values))
+
+    ledger = RunLedger(sessions, HOLDER, 30)
+    delta = DeltaEvent(type="delta", lc_id="ai-1", text="x")
+    with pytest.raises(LeaseLost):
+        await ledger.persist_update(tid, run_id, {"messages": [reply()]}, [delta])
+    with pytest.raises(LeaseLost):
+        await ledger.check_lease(tid, run_id)
+
+    messages, events = await stored(sessions, run_id)
+    assert messages == [] and events == []
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        conv = await session.get(Conversation, tid)
+        assert run is not None and conv is not None
+        assert (run.input_tokens, run.model_calls) == (0, 0)
+        assert conv.next_message_seq == 1
+
+
+def _waiting_step(url: str) -> int | None:
+    """The backend of a step statement waiting for a lock (its own connection: a transaction
+    sees one snapshot of pg_stat_activity)."""
+    import psycopg
+
+    from app.db.urls import libpq_url
+
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE '%run step%'"
+        ).fetchone()
+    return int(row[0]) if row else None
+
+
+async def test_a_step_killed_mid_statement_leaves_nothing_and_goes_again(
+    engine: AsyncEngine, clean_db: str
+) -> None:
+    """The connection dies while the step statement waits (a crash at this boundary): nothing
+    of the step is stored, and writing the step again stores it whole, once."""
+    import psycopg
+
+    from app.db.urls import libpq_url
+
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    tid = await thread_of(sessions, run_id)
+    ledger = RunLedger(sessions, HOLDER, 30)
+    blocker = await asyncio.to_thread(psycopg.connect, libpq_url(clean_db))
+    try:
+        blocker.execute("LOCK TABLE run_events IN SHARE MODE")
+        step = asyncio.create_task(ledger.persist_update(tid, run_id, {"messages": [reply()]}))
+        pid = None
+        async with asyncio.timeout(60):
+            while pid is None:
+                pid = await asyncio.to_thread(_waiting_step, clean_db)
+                await asyncio.sleep(0.05)
+        with psycopg.connect(libpq_url(clean_db), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(Exception):  # noqa: B017 - the driver's connection error
+            await step
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+    assert await stored(sessions, run_id) == ([], [])
+    await ledger.persist_update(tid, run_id, {"messages": [reply()]})
+    messages, events = await stored(sessions, run_id)
+    assert [m.lc_id for m in messages] == ["ai-1"]
+    assert [e.type for e in events] == ["message"]

@@ -15,7 +15,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from app import telemetry
+from app import metrics, telemetry
 from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
 from app.api.console import console_handlers, openapi_render_plugins
 from app.api.controllers.context import ContextController
@@ -72,19 +72,18 @@ async def ready(state: State) -> Response[HealthOut]:
     return Response(HealthOut(status="ready"))
 
 
-@get(
-    "/metrics",
-    operation_id="Metrics",
-    tags=["ops"],
-    media_type="text/plain; version=0.0.4; charset=utf-8",
-    include_in_schema=False,
-)
+@get("/metrics", operation_id="Metrics", tags=["ops"], include_in_schema=False)
 async def prometheus_metrics(state: State) -> Response[bytes]:
-    """Prometheus exposition; no API key (scrapers have none): restrict it at the network."""
+    """Prometheus exposition; no API key (scrapers have none): restrict it at the network.
+
+    The Content-Type is set as a header: given as ``media_type``, Litestar appends its own
+    ``; charset=utf-8`` to a ``text/`` type that already has one (two charsets: Prometheus 3
+    refuses the target)."""
     container: Container | None = getattr(state, "container", None)
     if container is None:
         return Response(b"starting\n", status_code=503, media_type="text/plain")
-    return Response(await MetricsService(container.sessions).render())
+    body = await MetricsService(container.sessions).render()
+    return Response(body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
 def cors_config(settings: HttpSettings) -> CORSConfig | None:

@@ -60,7 +60,10 @@ class DatabaseSettings(_Group, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         self._require(
-            "db_pool_size", "db_pool_timeout_seconds", "lock_timeout_ms", "db_startup_timeout_seconds"
+            "db_pool_size",
+            "db_pool_timeout_seconds",
+            "lock_timeout_ms",
+            "db_startup_timeout_seconds",
         )
         if self.database_url:
             scheme = self.database_url.partition("://")[0] if "://" in self.database_url else ""
@@ -109,9 +112,15 @@ class HttpSettings(_Group, frozen=True, kw_only=True):
 class AuthSettings(_Group, frozen=True, kw_only=True):
     #: ``principal:key`` pairs, comma separated. The principal owns the threads created with the key.
     api_keys: str = "dev:dev-key"
+    #: Signs stream tokens (CreateStreamToken, for browsers' EventSource). Empty: derived from
+    #: ``api_keys``, so every API process with the same keys agrees and rotating keys ends them.
+    stream_token_secret: str = ""
+    #: Seconds a stream token may start (or resume) its run's event stream.
+    stream_token_ttl_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         self.api_key_map()
+        self._require("stream_token_ttl_seconds")
 
     def api_key_map(self) -> dict[str, str]:
         """key -> principal. A key must be presentable as a bearer token (visible ASCII) and

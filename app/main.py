@@ -31,8 +31,9 @@ from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
-from app.api.openapi import document_retry_after
+from app.api.openapi import dedupe_security, document_retry_after
 from app.api.rate_limit import RateLimiter, rate_limit_guard
+from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
 from app.api.schemas import HealthOut
 from app.config import HttpSettings, Settings, load_settings
 from app.container import Container, build_container
@@ -178,6 +179,11 @@ def create_app(
                 "followers": Followers(
                     settings.limits.max_streams_per_principal, settings.limits.max_streams
                 ),
+                "stream_tokens": StreamTokens(
+                    settings.auth.stream_token_secret,
+                    settings.auth.api_key_map(),
+                    settings.auth.stream_token_ttl_seconds,
+                ),
             }
         ),
         openapi_config=OpenAPIConfig(
@@ -188,7 +194,13 @@ def create_app(
                 security_schemes={
                     "BearerAuth": SecurityScheme(
                         type="http", scheme="bearer", description="API key"
-                    )
+                    ),
+                    "StreamToken": SecurityScheme(
+                        type="apiKey",
+                        security_scheme_in="query",
+                        name=QUERY_PARAMETER,
+                        description="CreateStreamToken's token; StreamRunEvents of that run only",
+                    ),
                 }
             ),
         ),
@@ -198,6 +210,7 @@ def create_app(
         debug=False,
     )
     document_retry_after(app.openapi_schema)
+    dedupe_security(app.openapi_schema)
     # Outermost: 404/405 and every error also get the request id, metrics and (when on) a span.
     handler = observe_requests(app.asgi_handler)
     if provider is not None:

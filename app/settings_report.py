@@ -50,5 +50,7 @@ def report(settings: Settings) -> str:
         lines.append(f"# {group.name}")
         values = getattr(settings, group.name)
         for field in msgspec.structs.fields(group.type):
-            lines.append(f"{env_name(field.name)}={_shown(field.name, getattr(values, field.name))}")
+            lines.append(
+                f"{env_name(field.name)}={_shown(field.name, getattr(values, field.name))}"
+            )
     return "\n".join(lines) + "\n"

@@ -47,3 +47,15 @@ def document_retry_after(openapi: OpenAPI) -> None:
                 headers={"Retry-After": _retry_after("rate_limited")},
                 content=error.content,
             )
+
+
+def dedupe_security(openapi: OpenAPI) -> None:
+    """A route that adds an alternative (StreamRunEvents: a stream token) gets the router's
+    ``BearerAuth`` twice from Litestar's merge: keep each requirement once, in order."""
+    for op in _operations(openapi):
+        if op.security:
+            unique: list[dict[str, list[str]]] = []
+            for requirement in op.security:
+                if requirement not in unique:
+                    unique.append(requirement)
+            op.security = unique

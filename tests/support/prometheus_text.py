@@ -15,9 +15,7 @@ _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _PARAM = re.compile(rf"\s*({_TOKEN})=({_TOKEN}|\"(?:[^\"\\]|\\.)*\")\s*")
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
-_SAMPLE = re.compile(
-    rf"({_NAME})(?:\{{(?:{_LABEL}(?:,{_LABEL})*,?)?\}})? (\S+)(?: (-?[0-9]+))?"
-)
+_SAMPLE = re.compile(rf"({_NAME})(?:\{{(?:{_LABEL}(?:,{_LABEL})*,?)?\}})? (\S+)(?: (-?[0-9]+))?")
 _HELP = re.compile(rf"# HELP ({_NAME}) (?:[^\\\n]|\\[\\n])*")
 _TYPE = re.compile(rf"# TYPE ({_NAME}) (counter|gauge|histogram|summary|untyped)")
 _SUFFIXES = {

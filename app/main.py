@@ -33,8 +33,8 @@ from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
 from app.api.openapi import dedupe_security, document_retry_after
 from app.api.rate_limit import RateLimiter, rate_limit_guard
-from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
 from app.api.schemas import HealthOut
+from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
 from app.config import HttpSettings, Settings, load_settings
 from app.container import Container, build_container
 from app.log_redaction import secrets_of

@@ -39,7 +39,7 @@ async def database_problem(url: str, timeout: float) -> str | None:
             conn = await asyncio.wait_for(asyncpg.connect(libpq_url(url)), remaining)
         except asyncpg.PostgresError as exc:  # PostgreSQL answered and refused: final
             return f"the database at {describe(url)} refused the connection: {_one_line(exc)}"
-        except (OSError, asyncio.TimeoutError, asyncpg.InterfaceError) as exc:
+        except (TimeoutError, OSError, asyncpg.InterfaceError) as exc:
             last = f"{type(exc).__name__}: {_one_line(exc)}" if str(exc) else type(exc).__name__
             await asyncio.sleep(min(RETRY_SECONDS, max(0.0, deadline - loop.time())))
             continue

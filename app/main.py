@@ -12,6 +12,7 @@ from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Components, SecurityScheme
 from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -31,7 +32,7 @@ from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
-from app.api.openapi import dedupe_security, document_retry_after
+from app.api.openapi import dedupe_security, document_errors
 from app.api.rate_limit import RateLimiter, rate_limit_guard
 from app.api.schemas import HealthOut
 from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
@@ -58,7 +59,18 @@ async def health() -> HealthOut:
     return HealthOut(status="ok")
 
 
-@get("/ready", operation_id="Ready", tags=["ops"])
+@get(
+    "/ready",
+    operation_id="Ready",
+    tags=["ops"],
+    responses={
+        503: ResponseSpec(
+            data_container=HealthOut,
+            description="Not ready: `starting`, `unavailable` (the database does not answer) or "
+            "`migrating` (the schema is not at the code's version; `detail` says where it is).",
+        )
+    },
+)
 async def ready(state: State) -> Response[HealthOut]:
     container: Container | None = getattr(state, "container", None)
     if container is None:
@@ -103,7 +115,7 @@ def cors_config(settings: HttpSettings) -> CORSConfig | None:
             "Last-Event-ID",
             "X-Request-ID",
         ],
-        expose_headers=["X-Request-ID", "ETag", "Digest", "Retry-After"],
+        expose_headers=["X-Request-ID", "ETag", "Repr-Digest", "X-Content-SHA256", "Retry-After"],
         max_age=600,
     )
 
@@ -209,7 +221,7 @@ def create_app(
         logging_config=None,
         debug=False,
     )
-    document_retry_after(app.openapi_schema)
+    document_errors(app)
     dedupe_security(app.openapi_schema)
     # Outermost: 404/405 and every error also get the request id, metrics and (when on) a span.
     handler = observe_requests(app.asgi_handler)

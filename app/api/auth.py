@@ -71,10 +71,11 @@ def _stream_token_principal(connection: ASGIConnection[Any, Any, Any, Any]) -> s
     """The principal of a ``?stream_token=`` valid for this run (app/api/stream_tokens.py)."""
     tokens: StreamTokens = connection.app.state.stream_tokens
     token = connection.query_params.get(QUERY_PARAMETER)
-    run_id = connection.path_params.get("run_id")
-    principal = (
-        tokens.principal_for(token, run_id) if token and isinstance(run_id, uuid.UUID) else None
-    )
+    try:  # the path parameter is validated (400) only after the guards
+        run_id = uuid.UUID(str(connection.path_params.get("run_id")))
+    except ValueError:
+        run_id = None
+    principal = tokens.principal_for(token, run_id) if token and run_id is not None else None
     if principal is None:
         raise NotAuthorizedException("missing API key, or a stream token invalid for this run")
     return principal

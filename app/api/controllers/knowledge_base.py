@@ -25,7 +25,7 @@ class KnowledgeBaseController(Controller):
         "/{kb:str}/documents",
         operation_id="AddDocument",
         status_code=HTTP_201_CREATED,
-        responses=errors(400, 401, 413),
+        responses=errors(),
     )
     async def add_document(
         self,
@@ -45,7 +45,7 @@ class KnowledgeBaseController(Controller):
         )
         return DocumentOut(id=added.id, kb=added.kb, title=added.title, chunks=added.chunks)
 
-    @get("/{kb:str}/search", operation_id="SearchKnowledgeBase", responses=errors(400, 401))
+    @get("/{kb:str}/search", operation_id="SearchKnowledgeBase", responses=errors())
     async def search(
         self,
         kb: Annotated[str, Parameter(pattern=KB_NAME)],

@@ -13,6 +13,13 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.errors import errors
 from app.api.followers import Followers
 from app.api.schemas import RequestOut
+from app.domain.errors import (
+    NotFound,
+    RequestNotQueued,
+    StreamsUnavailable,
+    ThreadBusy,
+    TooManyStreams,
+)
 from app.services.run_feed import RunFeed
 from app.services.runs import RequestView, RunService
 
@@ -38,9 +45,9 @@ class RequestController(Controller):
     tags = ["runs"]
 
     @get(
-        "/{request_id:uuid}",
+        "/{request_id:str}",
         operation_id="GetRequest",
-        responses=errors(401, 404),
+        responses=errors(NotFound),
         description=(
             "PostMessage's `request_id`: `queued` until a worker takes it, then `dispatched` "
             "with the `run_id` answering it (wait for it with WaitRun); `cancelled` if withdrawn."
@@ -55,9 +62,9 @@ class RequestController(Controller):
         return request_out(await run_service.get_request(request_id, principal))
 
     @get(
-        "/{request_id:uuid}/wait",
+        "/{request_id:str}/wait",
         operation_id="WaitRequest",
-        responses=errors(400, 401, 404, 429),
+        responses=errors(NotFound, TooManyStreams, StreamsUnavailable),
         description=(
             "Long-poll: answers as soon as the request is no longer `queued` — `dispatched` "
             "with the `run_id` of the run answering it (follow it with WaitRun or "
@@ -82,10 +89,10 @@ class RequestController(Controller):
         return request_out(view)
 
     @post(
-        "/{request_id:uuid}/cancel",
+        "/{request_id:str}/cancel",
         operation_id="CancelRequest",
         status_code=HTTP_200_OK,
-        responses=errors(401, 404, 409),
+        responses=errors(NotFound, ThreadBusy, RequestNotQueued),
         description=(
             "Withdraw a queued message before any run takes it: the request becomes `cancelled`, "
             "the user message stays in ListMessages with `withdrawn: true` and never reaches the "

@@ -31,7 +31,15 @@ from app.api.schemas import (
 from app.api.stream_tokens import StreamTokens
 from app.db.models import AgentRun, RunEvent
 from app.db.run_events import RunEventData
-from app.domain.errors import ValidationFailed
+from app.domain.errors import (
+    InvalidState,
+    InvalidToolArguments,
+    NotFound,
+    StreamsUnavailable,
+    ThreadBusy,
+    TooManyStreams,
+    ValidationFailed,
+)
 from app.services.run_feed import TERMINAL, RunFeed
 from app.services.runs import ReviewDecision, RunService
 
@@ -109,7 +117,7 @@ class ThreadRunsController(Controller):
     path = "/v1/threads"
     tags = ["runs"]
 
-    @get("/{thread_id:uuid}/runs", operation_id="ListRuns", responses=errors(401, 404))
+    @get("/{thread_id:str}/runs", operation_id="ListRuns", responses=errors(NotFound))
     async def list_runs(
         self,
         thread_id: uuid.UUID,
@@ -125,7 +133,7 @@ class RunController(Controller):
     path = "/v1/runs"
     tags = ["runs"]
 
-    @get("/{run_id:uuid}", operation_id="GetRun", responses=errors(401, 404))
+    @get("/{run_id:str}", operation_id="GetRun", responses=errors(NotFound))
     async def get_run(
         self,
         run_id: uuid.UUID,
@@ -135,9 +143,9 @@ class RunController(Controller):
         return run_out(await run_service.get(run_id, principal))
 
     @get(
-        "/{run_id:uuid}/wait",
+        "/{run_id:str}/wait",
         operation_id="WaitRun",
-        responses=errors(400, 401, 404, 429),
+        responses=errors(NotFound, TooManyStreams, StreamsUnavailable),
         description=(
             "Long-poll: answers as soon as the run is no longer `running` (interrupted, "
             "completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with "
@@ -159,10 +167,10 @@ class RunController(Controller):
             return run_out(await run_feed.wait(run_id, principal, timeout, stop=followers.closing))
 
     @post(
-        "/{run_id:uuid}/cancel",
+        "/{run_id:str}/cancel",
         operation_id="CancelRun",
         status_code=HTTP_200_OK,
-        responses=errors(401, 404, 409),
+        responses=errors(NotFound, ThreadBusy, InvalidState),
     )
     async def cancel_run(
         self,
@@ -173,10 +181,10 @@ class RunController(Controller):
         return run_out(await run_service.cancel(run_id, principal))
 
     @post(
-        "/{run_id:uuid}/resume",
+        "/{run_id:str}/resume",
         operation_id="ResumeRun",
         status_code=HTTP_200_OK,
-        responses=errors(400, 401, 404, 409, 422),
+        responses=errors(NotFound, ThreadBusy, InvalidState, InvalidToolArguments),
         description=(
             "Answer an interrupted run, one decision per pending tool call: approve, reject "
             "(optional message), edit (args, checked against the tool's schema: 422 "
@@ -197,10 +205,10 @@ class RunController(Controller):
         return run_out(await run_service.resume(run_id, principal, decisions))
 
     @post(
-        "/{run_id:uuid}/stream-token",
+        "/{run_id:str}/stream-token",
         operation_id="CreateStreamToken",
         status_code=HTTP_200_OK,
-        responses=errors(401, 404),
+        responses=errors(NotFound),
         description=(
             "A short-lived token that lets a browser's native EventSource (which cannot send "
             "an Authorization header) follow this run: `new EventSource("
@@ -225,12 +233,12 @@ class RunController(Controller):
         )
 
     @get(
-        "/{run_id:uuid}/events",
+        "/{run_id:str}/events",
         operation_id="StreamRunEvents",
         opt={STREAM_TOKEN_OPT: True},
         security=[{"BearerAuth": []}, {"StreamToken": []}],
         responses={
-            **errors(400, 401, 404, 429),
+            **errors(NotFound, TooManyStreams, StreamsUnavailable),
             HTTP_204_NO_CONTENT: ResponseSpec(
                 data_container=None,
                 description=(

@@ -6,9 +6,9 @@ import base64
 import uuid
 
 from litestar import Controller, get, post
+from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.datastructures import ResponseHeader
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK
 

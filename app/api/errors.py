@@ -184,7 +184,11 @@ def _checked(handler: Any) -> Any:
         route = request.scope.get("route_handler")
         content = response.content if isinstance(response.content, dict) else {}
         code = str(content.get("error", ""))
-        if isinstance(route, HTTPRouteHandler) and code:
+        if (
+            isinstance(route, HTTPRouteHandler)
+            and route.resolve_include_in_schema()  # an operation of the document
+            and code
+        ):
             declared = declared_errors(route).get(int(response.status_code or 500), ())
             if code not in declared:
                 found = f"{route.operation_id} {response.status_code} {code}"

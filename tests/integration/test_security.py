@@ -48,7 +48,7 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
             if m != "OPTIONS"  # CORS preflight: carries no credentials by design, returns no data
         }
         assert served == {(m, p) for m, p, _ in ops}
-        assert len(ops) == 20  # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread
+        assert len(ops) == 22  # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 21: WaitRequest, CreateStreamToken
 
         for method, path, op in ops:
             assert op.get("security") == [{"BearerAuth": []}], op["operationId"]

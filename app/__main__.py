@@ -1,4 +1,6 @@
-"""Command line: ``python -m app serve [--migrate]``, ``python -m app worker``, ``python -m app migrate``."""
+"""Command line: ``python -m app serve [--migrate]``, ``worker``, ``migrate``, ``settings``,
+``--version``. Start-up problems (bad settings, no database) are one line on stderr and a
+non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import structlog
@@ -17,11 +20,12 @@ from app.logging import configure_logging, warn_unknown_settings
 
 
 def _serve(args: argparse.Namespace) -> None:
+    settings = _settings()
+    _check_agents(settings)  # a bad agents file is a one-line exit 2, database or not
+    _require_database(settings)  # before the heavy imports: a missing database is known in seconds
     from app.http_server import build_server
     from app.main import create_app
 
-    settings = _settings()
-    _check_agents(settings)
     overrides: dict[str, object] = {}
     if args.migrate:
         overrides["migrate_on_start"] = True
@@ -51,23 +55,25 @@ def _exit_normally(signum: int, frame: object) -> None:
 
 
 def _migrate(_: argparse.Namespace) -> None:
+    settings = _settings()
+    _require_database(settings)
     from app.container import resolve_database_url
     from app.db.migrate import upgrade_head
 
-    settings = _settings()
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     upgrade_head(resolve_database_url(settings.database))
     structlog.get_logger().info("migrated")
 
 
 def _worker(args: argparse.Namespace) -> None:
-    from app import telemetry
-    from app.container import build_container
-
     settings = _settings()
     if args.check:
         _check_worker(settings.worker)
     _check_agents(settings)
+    _require_database(settings)
+    from app import telemetry
+    from app.container import build_container
+
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     warn_unknown_settings()
     if settings.telemetry.worker_metrics_port:
@@ -121,6 +127,33 @@ def _check_worker(settings: WorkerSettings) -> None:
     sys.exit(0)
 
 
+def _require_database(settings: Settings) -> None:
+    """Exit 1 with one line when the configured database does not answer within
+    ``THREADKEEPER_DB_STARTUP_TIMEOUT_SECONDS`` (the embedded one starts itself later)."""
+    from app.db.preflight import database_problem
+
+    db = settings.database
+    if not db.database_url:
+        return
+    problem = asyncio.run(database_problem(db.database_url, db.db_startup_timeout_seconds))
+    if problem is not None:
+        print(f"threadkeeper: {problem}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _print_settings(_: argparse.Namespace) -> None:
+    from app.settings_report import report
+
+    sys.stdout.write(report(_settings()))
+
+
+def app_version() -> str:
+    try:
+        return version("threadkeeper")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def _settings() -> Settings:
     """The settings, or a one-line refusal (exit 2) naming what is wrong."""
     try:
@@ -146,6 +179,7 @@ def _check_agents(settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m app", description="Threadkeeper")
+    parser.add_argument("--version", action="version", version=f"threadkeeper {app_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP API (and the in-process worker)")
     serve.add_argument("--migrate", action="store_true", help="apply migrations first")
@@ -161,6 +195,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     worker.set_defaults(func=_worker)
     sub.add_parser("migrate", help="alembic upgrade head").set_defaults(func=_migrate)
+    sub.add_parser(
+        "settings", help="print the effective settings (secrets masked) and exit"
+    ).set_defaults(func=_print_settings)
     args = parser.parse_args(argv)
     args.func(args)
 

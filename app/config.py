@@ -36,6 +36,10 @@ class _Group(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 raise ValueError(f"{_PREFIX}{name.upper()} must be {op} {minimum:g}")
 
 
+#: URL schemes naming PostgreSQL (a ``+driver`` suffix is allowed and replaced by ours).
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
 class DatabaseSettings(_Group, frozen=True, kw_only=True):
     #: ``postgresql://user:pass@host:port/db``. Empty: an embedded PostgreSQL (pgserver) is started.
     database_url: str = ""
@@ -50,9 +54,25 @@ class DatabaseSettings(_Group, frozen=True, kw_only=True):
     #: Lock wait for the Conversation row lock before a request is answered 409 ``thread_busy``.
     lock_timeout_ms: int = 5000
     migrate_on_start: bool = False
+    #: ``serve``/``worker``/``migrate`` give up (one line on stderr, exit 1) when the database
+    #: does not answer within this many seconds of starting.
+    db_startup_timeout_seconds: float = 5.0
 
     def __post_init__(self) -> None:
-        self._require("db_pool_size", "db_pool_timeout_seconds", "lock_timeout_ms")
+        self._require(
+            "db_pool_size",
+            "db_pool_timeout_seconds",
+            "lock_timeout_ms",
+            "db_startup_timeout_seconds",
+        )
+        if self.database_url:
+            scheme = self.database_url.partition("://")[0] if "://" in self.database_url else ""
+            if scheme.split("+")[0].lower() not in POSTGRES_SCHEMES:
+                got = f"a {scheme}:// URL" if scheme else "no URL scheme"
+                raise ValueError(
+                    "DATABASE_URL / THREADKEEPER_DATABASE_URL must be a PostgreSQL URL "
+                    f"(postgresql://user:password@host:port/db), got {got}"
+                )
 
 
 class HttpSettings(_Group, frozen=True, kw_only=True):
@@ -92,9 +112,15 @@ class HttpSettings(_Group, frozen=True, kw_only=True):
 class AuthSettings(_Group, frozen=True, kw_only=True):
     #: ``principal:key`` pairs, comma separated. The principal owns the threads created with the key.
     api_keys: str = "dev:dev-key"
+    #: Signs stream tokens (CreateStreamToken, for browsers' EventSource). Empty: derived from
+    #: ``api_keys``, so every API process with the same keys agrees and rotating keys ends them.
+    stream_token_secret: str = ""
+    #: Seconds a stream token may start (or resume) its run's event stream.
+    stream_token_ttl_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         self.api_key_map()
+        self._require("stream_token_ttl_seconds")
 
     def api_key_map(self) -> dict[str, str]:
         """key -> principal. A key must be presentable as a bearer token (visible ASCII) and

@@ -106,6 +106,7 @@ def secrets_of(settings: Settings) -> list[str]:
         settings.models.llm_api_key,
         settings.web_search.web_search_api_key,
         settings.workdir.s3_secret_access_key,
+        settings.auth.stream_token_secret,
         # The S3 secret's standard home, read by obstore itself: masked all the same.
         os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
     ]

@@ -12,10 +12,11 @@ from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Components, SecurityScheme
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from app import telemetry
+from app import metrics, telemetry
 from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
 from app.api.console import console_handlers, openapi_render_plugins
 from app.api.controllers.agents import AgentController
@@ -32,9 +33,10 @@ from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
-from app.api.openapi import document_retry_after
+from app.api.openapi import dedupe_security, document_errors
 from app.api.rate_limit import RateLimiter, rate_limit_guard
 from app.api.schemas import HealthOut
+from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
 from app.config import HttpSettings, Settings, load_settings
 from app.container import Container, build_container
 from app.log_redaction import secrets_of
@@ -58,7 +60,18 @@ async def health() -> HealthOut:
     return HealthOut(status="ok")
 
 
-@get("/ready", operation_id="Ready", tags=["ops"])
+@get(
+    "/ready",
+    operation_id="Ready",
+    tags=["ops"],
+    responses={
+        503: ResponseSpec(
+            data_container=HealthOut,
+            description="Not ready: `starting`, `unavailable` (the database does not answer) or "
+            "`migrating` (the schema is not at the code's version; `detail` says where it is).",
+        )
+    },
+)
 async def ready(state: State) -> Response[HealthOut]:
     container: Container | None = getattr(state, "container", None)
     if container is None:
@@ -73,19 +86,18 @@ async def ready(state: State) -> Response[HealthOut]:
     return Response(HealthOut(status="ready"))
 
 
-@get(
-    "/metrics",
-    operation_id="Metrics",
-    tags=["ops"],
-    media_type="text/plain; version=0.0.4; charset=utf-8",
-    include_in_schema=False,
-)
+@get("/metrics", operation_id="Metrics", tags=["ops"], include_in_schema=False)
 async def prometheus_metrics(state: State) -> Response[bytes]:
-    """Prometheus exposition; no API key (scrapers have none): restrict it at the network."""
+    """Prometheus exposition; no API key (scrapers have none): restrict it at the network.
+
+    The Content-Type is set as a header: given as ``media_type``, Litestar appends its own
+    ``; charset=utf-8`` to a ``text/`` type that already has one (two charsets: Prometheus 3
+    refuses the target)."""
     container: Container | None = getattr(state, "container", None)
     if container is None:
         return Response(b"starting\n", status_code=503, media_type="text/plain")
-    return Response(await MetricsService(container.sessions).render())
+    body = await MetricsService(container.sessions).render()
+    return Response(body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
 def cors_config(settings: HttpSettings) -> CORSConfig | None:
@@ -104,7 +116,7 @@ def cors_config(settings: HttpSettings) -> CORSConfig | None:
             "Last-Event-ID",
             "X-Request-ID",
         ],
-        expose_headers=["X-Request-ID", "ETag", "Digest", "Retry-After"],
+        expose_headers=["X-Request-ID", "ETag", "Repr-Digest", "X-Content-SHA256", "Retry-After"],
         max_age=600,
     )
 
@@ -182,6 +194,11 @@ def create_app(
                 "followers": Followers(
                     settings.limits.max_streams_per_principal, settings.limits.max_streams
                 ),
+                "stream_tokens": StreamTokens(
+                    settings.auth.stream_token_secret,
+                    settings.auth.api_key_map(),
+                    settings.auth.stream_token_ttl_seconds,
+                ),
             }
         ),
         openapi_config=OpenAPIConfig(
@@ -192,7 +209,13 @@ def create_app(
                 security_schemes={
                     "BearerAuth": SecurityScheme(
                         type="http", scheme="bearer", description="API key"
-                    )
+                    ),
+                    "StreamToken": SecurityScheme(
+                        type="apiKey",
+                        security_scheme_in="query",
+                        name=QUERY_PARAMETER,
+                        description="CreateStreamToken's token; StreamRunEvents of that run only",
+                    ),
                 }
             ),
         ),
@@ -201,7 +224,8 @@ def create_app(
         logging_config=None,
         debug=False,
     )
-    document_retry_after(app.openapi_schema)
+    document_errors(app)
+    dedupe_security(app.openapi_schema)
     # Outermost: 404/405 and every error also get the request id, metrics and (when on) a span.
     handler = observe_requests(app.asgi_handler)
     if provider is not None:

@@ -13,7 +13,11 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
+
+#: The text format ``generate_latest`` writes (0.0.4), with exactly one charset parameter.
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 HTTP_REQUESTS = Counter(
     "threadkeeper_http_requests",

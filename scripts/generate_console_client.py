@@ -274,7 +274,9 @@ def render_operation(path: str, method: str, op: dict[str, Any]) -> list[str]:
     lines.append(f" * @returns {{Promise<{returns}>}}")
     for code, resp in sorted(op.get("responses", {}).items()):
         if not str(code).startswith("2"):
-            lines.append(f" * @throws {{ApiError}} {code} {comment(resp.get('description', ''))}")
+            # The operation's own codes (x-error-codes) when listed, else its description.
+            said = " / ".join(resp.get("x-error-codes") or []) or resp.get("description", "")
+            lines.append(f" * @throws {{ApiError}} {code} {comment(said)}")
     lines.append(" */")
     spec = {
         "method": method.upper(),

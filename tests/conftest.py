@@ -14,6 +14,7 @@ import httpx
 import psycopg
 import pytest
 
+from app.api.errors import UNDECLARED
 from app.config import Settings, load_settings
 from app.container import Container, build_container
 from app.db.migrate import upgrade_head
@@ -198,11 +199,14 @@ def app_factory(clean_db: str, tmp_path: Path) -> AppFactory:
             )
 
         app = create_app(settings, container_factory=container_factory, span_exporter=span_exporter)
+        seen = len(UNDECLARED)
         async with app.lifespan():
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://testserver"
             ) as client:
                 yield AppHarness(app, client)
+        # Every error the app answered is one its operation declares in the OpenAPI document.
+        assert UNDECLARED[seen:] == [], f"answered but not declared: {UNDECLARED[seen:]}"
 
     return factory

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import uuid
 from typing import Any
 
 from litestar import Request
@@ -12,6 +13,7 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 
+from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
 from app.domain.errors import ValidationFailed
 
 #: Exactly ``Bearer <token>``: the scheme (case-insensitive, RFC 9110), ONE ASCII space and a
@@ -39,8 +41,12 @@ class ApiKeyAuthority:
         return found
 
 
+#: Route ``opt`` flag: the route also accepts a stream token instead of the API key.
+STREAM_TOKEN_OPT = "stream_token"
+
+
 async def api_key_guard(
-    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+    connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler
 ) -> None:
     if connection.scope.get("method") == "OPTIONS":
         # A CORS preflight carries no credentials by design; it only learns the allowed
@@ -51,11 +57,28 @@ async def api_key_guard(
         # Not a list-valued field (RFC 9110): a proxy and a client that each added one would
         # otherwise be decided by header order, which neither of them controls.
         raise ValidationFailed("send exactly one Authorization header", field="Authorization")
+    if not credentials and route.opt.get(STREAM_TOKEN_OPT):
+        connection.state.principal = _stream_token_principal(connection)
+        return
     authority: ApiKeyAuthority = connection.app.state.authority
     principal = authority.principal_for(credentials[0] if credentials else None)
     if principal is None:
         raise NotAuthorizedException("missing or invalid API key")
     connection.state.principal = principal
+
+
+def _stream_token_principal(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    """The principal of a ``?stream_token=`` valid for this run (app/api/stream_tokens.py)."""
+    tokens: StreamTokens = connection.app.state.stream_tokens
+    token = connection.query_params.get(QUERY_PARAMETER)
+    try:  # the path parameter is validated (400) only after the guards
+        run_id = uuid.UUID(str(connection.path_params.get("run_id")))
+    except ValueError:
+        run_id = None
+    principal = tokens.principal_for(token, run_id) if token and run_id is not None else None
+    if principal is None:
+        raise NotAuthorizedException("missing API key, or a stream token invalid for this run")
+    return principal
 
 
 async def provide_principal(request: Request[Any, Any, Any]) -> str:

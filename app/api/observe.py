@@ -1,11 +1,14 @@
 """The outermost ASGI layer: request id, access log, HTTP metrics and the span's route name.
 
 It wraps the whole Litestar handler (not a route middleware), so 404, 405, 413 and every error
-response carry ``X-Request-ID`` and are counted too.
+response carry ``X-Request-ID`` and are counted too. The access log line names the principal
+(set by the API key guard in the scope's state) and, for an error, its ``error`` code, read
+from the JSON error body as it is sent (every error body is one small chunk).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -44,6 +47,16 @@ def _name_span(scope: Any) -> None:
         span.update_name(method)
 
 
+def _error_code(body: bytes) -> str | None:
+    """The ``error`` of an ``{"error", "detail"}`` body, else None."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    code = parsed.get("error") if isinstance(parsed, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def observe_requests(app: ASGIApp) -> ASGIApp:
     """Bind a request id to every log line of the request, echo it, count and time the request."""
 
@@ -54,12 +67,23 @@ def observe_requests(app: ASGIApp) -> ASGIApp:
         request_id = _request_id(scope)
         structlog.contextvars.bind_contextvars(request_id=request_id)
         status = 500
+        error_code: str | None = None
+        json_error = False
         started = time.perf_counter()
+        # Litestar keeps ``connection.state`` here; a server without lifespan state has none.
+        state = scope.setdefault("state", {})
 
         async def send_with_id(message: Any) -> None:
-            nonlocal status
+            nonlocal status, error_code, json_error
+            if message["type"] == "http.response.body" and json_error:
+                json_error = False  # the first chunk only
+                error_code = _error_code(message.get("body", b""))
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                json_error = status >= 400 and any(
+                    k.lower() == b"content-type" and v.startswith(b"application/json")
+                    for k, v in message.get("headers") or []
+                )
                 _name_span(scope)  # now: the server span ends with the last body chunk
                 headers = [
                     (k, v) for k, v in message.get("headers") or [] if k.lower() != b"x-request-id"
@@ -83,6 +107,8 @@ def observe_requests(app: ASGIApp) -> ASGIApp:
                 path=scope.get("path"),
                 status=status,
                 duration_ms=round(elapsed * 1000, 1),
+                principal=state.get("principal"),
+                error=error_code,
             )
             structlog.contextvars.unbind_contextvars("request_id")
 

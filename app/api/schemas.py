@@ -380,6 +380,14 @@ class KbSearchOut(msgspec.Struct, kw_only=True):
     results: list[KbResult]
 
 
+class StreamTokenOut(msgspec.Struct, kw_only=True):
+    #: Pass as ``?stream_token=`` to StreamRunEvents of this run (and nothing else).
+    token: str
+    run_id: uuid.UUID
+    #: After this the token starts no stream (an open stream goes on).
+    expires_at: datetime
+
+
 class HealthOut(msgspec.Struct, kw_only=True):
     status: Literal["ok", "ready", "starting", "unavailable", "migrating"]
     detail: str = ""

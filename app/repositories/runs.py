@@ -22,7 +22,7 @@ from app.db.models import (
 from app.db.run_events import RunError, StatusEvent
 from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
-from app.repositories.run_events import RunEventRepository
+from app.repositories.run_events import RUN_EVENTS_CHANNEL, RunEventRepository
 
 #: LISTEN/NOTIFY channel that wakes workers in other processes: a thread may have become
 #: claimable (a message queued on an idle thread, a run resumed). Polling stays the fallback.
@@ -52,9 +52,12 @@ class RunRequestRepository:
         self.session = session
 
     async def mark(self, request_id: uuid.UUID, status: RequestStatus) -> None:
+        """Dispatched or cancelled: WaitRequest's followers (subscribed by the request id on
+        the run-events channel; ids never collide with run ids) are woken at commit."""
         await self.session.execute(
             update(AgentRunRequest).where(AgentRunRequest.id == request_id).values(status=status)
         )
+        await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(request_id))))
 
     async def get(self, request_id: uuid.UUID) -> AgentRunRequest | None:
         return await self.session.get(AgentRunRequest, request_id)

@@ -21,9 +21,10 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.errors import is_connection_error
-from app.db.models import AgentRun, RunEvent, RunStatus
+from app.db.models import AgentRun, RequestStatus, RunEvent, RunStatus
 from app.domain.errors import DatabaseUnavailable, NotFound
-from app.repositories.runs import RunEventRepository, RunRepository
+from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.services.runs import RequestView
 from app.worker.notifier import FALLBACK_POLL_SECONDS, RunEventNotifier
 
 log = structlog.get_logger(__name__)
@@ -136,6 +137,31 @@ class RunFeed:
                     async with self._reads:
                         run = await self._tolerant(self.get(run_id, owner_id)) or run
             return run
+
+    async def request(self, request_id: uuid.UUID, owner_id: str) -> RequestView:
+        async with self.sessions() as session:
+            request = await RunRequestRepository(session).get_owned(request_id, owner_id)
+            return RequestView(request, await RunRepository(session).for_request(request_id))
+
+    async def wait_request(
+        self, request_id: uuid.UUID, owner_id: str, timeout: float, *, stop: asyncio.Event
+    ) -> RequestView:
+        """The request as soon as it is no longer ``queued`` (dispatched, with its run, or
+        cancelled), or as it is after ``timeout`` / when ``stop`` is set. Dispatch and
+        cancellation notify the request id (``RunRequestRepository.mark``), so a waiter reads
+        only then (or on the fallback poll while the listener is down)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self._subscription(request_id) as news:
+            view = await self.request(request_id, owner_id)
+            while view.request.status == RequestStatus.QUEUED and not stop.is_set():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                if await _unless_stopped(news(remaining), stop):
+                    async with self._reads:
+                        view = await self._tolerant(self.request(request_id, owner_id)) or view
+            return view
 
     @contextlib.asynccontextmanager
     async def _subscription(

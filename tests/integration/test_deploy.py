@@ -104,6 +104,18 @@ def test_compose_migrates_once_before_api_and_worker_with_their_own_checks() -> 
     assert services["migrate"]["image"] == services["api"]["image"] == services["worker"]["image"]
 
 
+def test_compose_restarts_long_running_services_and_exposes_the_worker_metrics() -> None:
+    services = YAML(typ="safe").load(COMPOSE.read_text())["services"]
+    for name in ("postgres", "api", "worker"):
+        assert services[name]["restart"] == "unless-stopped", name
+    assert services["migrate"]["restart"] == "no"  # one-shot: a failure must stay visible
+    worker = services["worker"]
+    port = worker["environment"]["THREADKEEPER_WORKER_METRICS_PORT"]
+    assert f"{port}:{port}" in worker["ports"]
+    # The merge kept the shared environment (the worker still reaches the database).
+    assert worker["environment"]["DATABASE_URL"].startswith("postgresql://")
+
+
 def test_image_installs_the_runtime_lock_only_and_runs_as_non_root() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "-r requirements.runtime.lock" in dockerfile

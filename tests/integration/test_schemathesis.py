@@ -28,6 +28,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Err
 
+from app.api.errors import UNDECLARED
 from app.main import create_app
 from tests.conftest import AUTH, make_settings
 from tests.support.live_server import serve_in_thread
@@ -52,6 +53,7 @@ def test_generated_requests_never_get_5xx_and_match_the_schema(
     clean_db: str, tmp_path: Path
 ) -> None:
     app = create_app(make_settings(clean_db, tmp_path / "workdir"))
+    undeclared_before = len(UNDECLARED)
     failures: list[str] = []
     seen: list[str] = []
     statuses: Counter[int] = Counter()
@@ -92,6 +94,8 @@ def test_generated_requests_never_get_5xx_and_match_the_schema(
                 failures.append(f"{label}: {str(exc)[:1500]}")
     assert len(seen) >= 16 + 2, seen  # every /v1 operation plus /health and /ready
     assert not failures, "\n\n".join(failures)
+    # Every error code answered to the generated requests is declared by its operation.
+    assert UNDECLARED[undeclared_before:] == []
     print("schemathesis statuses:", dict(sorted(statuses.items())))
     # Real coverage, not a run of 401s: most requests were authorized, many succeeded.
     assert sum(statuses.values()) >= len(seen) * 3

@@ -48,12 +48,14 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
             if m != "OPTIONS"  # CORS preflight: carries no credentials by design, returns no data
         }
         assert served == {(m, p) for m, p, _ in ops}
-        # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 19: ListAgents, GetAgent,
-        # ListDocuments, DeleteDocument
-        assert len(ops) == 24
+        # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 19: ListAgents,
+        # GetAgent, ListDocuments, DeleteDocument; issue 21: WaitRequest, CreateStreamToken
+        assert len(ops) == 26
 
         for method, path, op in ops:
-            assert op.get("security") == [{"BearerAuth": []}], op["operationId"]
+            # StreamRunEvents also takes a run-scoped stream token (tests/.../test_stream_token.py).
+            alternatives = [{"StreamToken": []}] if op["operationId"] == "StreamRunEvents" else []
+            assert op.get("security") == [{"BearerAuth": []}, *alternatives], op["operationId"]
             url = concrete_path(path)
             body = BODIES.get(op["operationId"])
             for headers in BAD_CREDENTIALS:

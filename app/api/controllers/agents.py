@@ -52,14 +52,14 @@ class AgentController(Controller):
     path = "/v1/agents"
     tags = ["agents"]
 
-    @get("/", operation_id="ListAgents", responses=errors(401))
+    @get("/", operation_id="ListAgents", responses=errors())
     async def list_agents(self, agent_registry: NamedDependency[AgentRegistry]) -> AgentList:
         return AgentList(
             items=[agent_out(i) for i in agent_registry.infos()],
             default_agent_id=agent_registry.default_id,
         )
 
-    @get("/{agent_id:str}", operation_id="GetAgent", responses=errors(401, 404))
+    @get("/{agent_id:str}", operation_id="GetAgent", responses=errors(NotFound))
     async def get_agent(
         self,
         agent_id: Annotated[str, Parameter(pattern=AGENT_ID)],

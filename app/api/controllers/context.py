@@ -6,6 +6,7 @@ import base64
 import uuid
 
 from litestar import Controller, get, post
+from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.response import Stream
@@ -21,6 +22,15 @@ from app.api.schemas import (
     StateMessage,
     SummaryInfo,
 )
+from app.domain.errors import (
+    AgentUnavailable,
+    CompressionFailed,
+    NotFound,
+    NothingToCompress,
+    NotSupported,
+    ThreadBusy,
+    WorkdirUnavailable,
+)
 from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.workdir_files import WorkdirFileService
@@ -30,7 +40,7 @@ class ContextController(Controller):
     path = "/v1/threads"
     tags = ["context"]
 
-    @get("/{thread_id:uuid}/agent-state", operation_id="GetAgentState", responses=errors(401, 404))
+    @get("/{thread_id:str}/agent-state", operation_id="GetAgentState", responses=errors(NotFound))
     async def get_agent_state(
         self,
         thread_id: uuid.UUID,
@@ -64,10 +74,18 @@ class ContextController(Controller):
         )
 
     @post(
-        "/{thread_id:uuid}/context/compress",
+        "/{thread_id:str}/context/compress",
         operation_id="CompressContext",
         status_code=HTTP_200_OK,
-        responses=errors(401, 404, 409, 422, 502, 507),
+        responses=errors(
+            NotFound,
+            ThreadBusy,
+            AgentUnavailable,
+            NothingToCompress,
+            NotSupported,
+            CompressionFailed,
+            WorkdirUnavailable,
+        ),
         description=(
             "Synchronous manual compression with the thread's own agent (its summarizer and "
             "budget). Allowed only when the thread has no running or "
@@ -93,14 +111,32 @@ class ContextController(Controller):
         )
 
     @get(
-        "/{thread_id:uuid}/workdir/{path:path}",
+        "/{thread_id:str}/workdir/{path:path}",
         operation_id="ReadWorkdirFile",
+        response_headers=[
+            ResponseHeader(
+                name="ETag",
+                documentation_only=True,
+                description='`"sha256-<hex>"`: the SHA-256 stored with the file',
+            ),
+            ResponseHeader(
+                name="X-Content-SHA256",
+                documentation_only=True,
+                description="The file's SHA-256 (64 hex digits), verified while streaming",
+            ),
+            ResponseHeader(
+                name="Repr-Digest",
+                documentation_only=True,
+                description="RFC 9530: `sha-256=:<base64 of the SHA-256>:`",
+            ),
+        ],
         responses={
-            **errors(400, 401, 404),
+            **errors(NotFound),
             200: ResponseSpec(
                 data_container=str,
                 media_type="text/plain",
-                description="The full original; `Digest` and `ETag` carry its SHA-256.",
+                description="The full original; `ETag`, `X-Content-SHA256` and `Repr-Digest` "
+                "carry its SHA-256. A body that fails the check is cut short.",
             ),
         },
     )
@@ -120,7 +156,7 @@ class ContextController(Controller):
             media_type="text/plain",  # litestar adds "; charset=utf-8"
             headers={
                 "ETag": f'"sha256-{f.sha256}"',
-                "Digest": f"sha-256={digest_b64}",
+                "Repr-Digest": f"sha-256=:{digest_b64}:",  # RFC 9530 (Digest is obsolete)
                 "X-Content-SHA256": f.sha256,
                 "Content-Length": str(f.size),
             },

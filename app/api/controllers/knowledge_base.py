@@ -14,6 +14,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.errors import errors
 from app.api.schemas import AddDocumentIn, DocumentInfo, DocumentOut, DocumentPage, KbSearchOut
+from app.domain.errors import NotFound
 from app.services.knowledge_base import KnowledgeBaseService
 
 KB_NAME = r"^[A-Za-z0-9_.-]{1,100}$"
@@ -27,7 +28,7 @@ class KnowledgeBaseController(Controller):
         "/{kb:str}/documents",
         operation_id="AddDocument",
         status_code=HTTP_201_CREATED,
-        responses=errors(400, 401, 413),
+        responses=errors(),
     )
     async def add_document(
         self,
@@ -47,7 +48,7 @@ class KnowledgeBaseController(Controller):
         )
         return DocumentOut(id=added.id, kb=added.kb, title=added.title, chunks=added.chunks)
 
-    @get("/{kb:str}/documents", operation_id="ListDocuments", responses=errors(400, 401))
+    @get("/{kb:str}/documents", operation_id="ListDocuments", responses=errors())
     async def list_documents(
         self,
         kb: Annotated[str, Parameter(pattern=KB_NAME)],
@@ -81,10 +82,10 @@ class KnowledgeBaseController(Controller):
         return DocumentPage(items=items, next_cursor=next_cursor)
 
     @delete(
-        "/{kb:str}/documents/{document_id:uuid}",
+        "/{kb:str}/documents/{document_id:str}",
         operation_id="DeleteDocument",
         status_code=HTTP_204_NO_CONTENT,
-        responses=errors(400, 401, 404),
+        responses=errors(NotFound),
     )
     async def delete_document(
         self,
@@ -97,7 +98,7 @@ class KnowledgeBaseController(Controller):
         no longer find it. 404 ``not_found`` for a document this principal does not have."""
         await kb_service.delete_document(kb=kb, owner_id=principal, document_id=document_id)
 
-    @get("/{kb:str}/search", operation_id="SearchKnowledgeBase", responses=errors(400, 401))
+    @get("/{kb:str}/search", operation_id="SearchKnowledgeBase", responses=errors())
     async def search(
         self,
         kb: Annotated[str, Parameter(pattern=KB_NAME)],

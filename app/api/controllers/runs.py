@@ -6,16 +6,18 @@ import json
 import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from litestar import Controller, Litestar, Request, get, post
+from litestar import Controller, Litestar, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
-from litestar.status_codes import HTTP_200_OK
+from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
+from app.api.auth import STREAM_TOKEN_OPT
 from app.api.errors import errors
 from app.api.followers import FollowerLease, Followers
 from app.api.schemas import (
@@ -24,11 +26,22 @@ from app.api.schemas import (
     RunEventFrame,
     RunList,
     RunOut,
+    StreamTokenOut,
 )
+from app.api.stream_tokens import StreamTokens
 from app.db.models import AgentRun, RunEvent
 from app.db.run_events import RunEventData
-from app.domain.errors import ValidationFailed
-from app.services.run_feed import RunFeed
+from app.domain.errors import (
+    AgentUnavailable,
+    InvalidState,
+    InvalidToolArguments,
+    NotFound,
+    StreamsUnavailable,
+    ThreadBusy,
+    TooManyStreams,
+    ValidationFailed,
+)
+from app.services.run_feed import TERMINAL, RunFeed
 from app.services.runs import ReviewDecision, RunService
 
 #: Seconds of silence after which a stream sends a keep-alive comment.
@@ -105,7 +118,7 @@ class ThreadRunsController(Controller):
     path = "/v1/threads"
     tags = ["runs"]
 
-    @get("/{thread_id:uuid}/runs", operation_id="ListRuns", responses=errors(401, 404))
+    @get("/{thread_id:str}/runs", operation_id="ListRuns", responses=errors(NotFound))
     async def list_runs(
         self,
         thread_id: uuid.UUID,
@@ -121,7 +134,7 @@ class RunController(Controller):
     path = "/v1/runs"
     tags = ["runs"]
 
-    @get("/{run_id:uuid}", operation_id="GetRun", responses=errors(401, 404))
+    @get("/{run_id:str}", operation_id="GetRun", responses=errors(NotFound))
     async def get_run(
         self,
         run_id: uuid.UUID,
@@ -131,9 +144,9 @@ class RunController(Controller):
         return run_out(await run_service.get(run_id, principal))
 
     @get(
-        "/{run_id:uuid}/wait",
+        "/{run_id:str}/wait",
         operation_id="WaitRun",
-        responses=errors(400, 401, 404, 429),
+        responses=errors(NotFound, TooManyStreams, StreamsUnavailable),
         description=(
             "Long-poll: answers as soon as the run is no longer `running` (interrupted, "
             "completed, failed, cancelled), or after `timeout` seconds (0-30, default 30) with "
@@ -155,10 +168,10 @@ class RunController(Controller):
             return run_out(await run_feed.wait(run_id, principal, timeout, stop=followers.closing))
 
     @post(
-        "/{run_id:uuid}/cancel",
+        "/{run_id:str}/cancel",
         operation_id="CancelRun",
         status_code=HTTP_200_OK,
-        responses=errors(401, 404, 409),
+        responses=errors(NotFound, ThreadBusy, InvalidState),
     )
     async def cancel_run(
         self,
@@ -169,10 +182,12 @@ class RunController(Controller):
         return run_out(await run_service.cancel(run_id, principal))
 
     @post(
-        "/{run_id:uuid}/resume",
+        "/{run_id:str}/resume",
         operation_id="ResumeRun",
         status_code=HTTP_200_OK,
-        responses=errors(400, 401, 404, 409, 422),
+        responses=errors(
+            NotFound, ThreadBusy, InvalidState, InvalidToolArguments, AgentUnavailable
+        ),
         description=(
             "Answer an interrupted run, one decision per pending tool call: approve, reject "
             "(optional message), edit (args, checked against the tool's schema: 422 "
@@ -192,11 +207,48 @@ class RunController(Controller):
         ]
         return run_out(await run_service.resume(run_id, principal, decisions))
 
+    @post(
+        "/{run_id:str}/stream-token",
+        operation_id="CreateStreamToken",
+        status_code=HTTP_200_OK,
+        responses=errors(NotFound),
+        description=(
+            "A short-lived token that lets a browser's native EventSource (which cannot send "
+            "an Authorization header) follow this run: `new EventSource("
+            "`/v1/runs/{run_id}/events?stream_token=<token>`)`. It is accepted by "
+            "StreamRunEvents of this run only, starts (or resumes) a stream until `expires_at`, "
+            "and never reveals the API key. After it expires, get a new one and reconnect with "
+            "`after=<last event id>`."
+        ),
+    )
+    async def create_stream_token(
+        self,
+        run_id: uuid.UUID,
+        request: Request,  # type: ignore[type-arg]
+        principal: NamedDependency[str],
+        run_service: NamedDependency[RunService],
+    ) -> StreamTokenOut:
+        await run_service.get(run_id, principal)  # 404 for a run this principal cannot see
+        tokens: StreamTokens = request.app.state.stream_tokens
+        token, expires = tokens.issue(run_id, principal)
+        return StreamTokenOut(
+            token=token, run_id=run_id, expires_at=datetime.fromtimestamp(expires, UTC)
+        )
+
     @get(
-        "/{run_id:uuid}/events",
+        "/{run_id:str}/events",
         operation_id="StreamRunEvents",
+        opt={STREAM_TOKEN_OPT: True},
+        security=[{"BearerAuth": []}, {"StreamToken": []}],
         responses={
-            **errors(400, 401, 404, 429),
+            **errors(NotFound, TooManyStreams, StreamsUnavailable),
+            HTTP_204_NO_CONTENT: ResponseSpec(
+                data_container=None,
+                description=(
+                    "The run has ended and there is nothing after the given event id (a "
+                    "reconnect after the final event): EventSource clients stop on 204."
+                ),
+            ),
             200: ResponseSpec(
                 data_container=STREAM_ITEM,
                 media_type="text/event-stream",
@@ -218,7 +270,10 @@ class RunController(Controller):
             "without a final event, when the server shuts down: reconnect with Last-Event-ID. "
             "Open streams and WaitRun long-polls per API key are capped: 429 "
             "`too_many_streams`; 503 `streams_unavailable` when the server cannot take more "
-            "(both before the stream starts, with `Retry-After`)."
+            "(both before the stream starts, with `Retry-After`). A reconnect after the "
+            "final event answers 204 (EventSource clients stop). Browsers' EventSource, which "
+            "cannot send the API key, authenticates with `?stream_token=` from "
+            "CreateStreamToken instead."
         ),
     )
     async def stream_run_events(
@@ -228,17 +283,30 @@ class RunController(Controller):
         principal: NamedDependency[str],
         run_feed: NamedDependency[RunFeed],
         after: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
-    ) -> ServerSentEvent:
+        stream_token: Annotated[  # the name is stream_tokens.QUERY_PARAMETER
+            str | None,
+            Parameter(
+                max_length=1000,
+                description=(
+                    "CreateStreamToken's token, in place of the Authorization header (for "
+                    "EventSource in a browser); read by the auth guard."
+                ),
+            ),
+        ] = None,
+    ) -> ServerSentEvent | Response[None]:
         start = resume_cursor(request.headers.get("last-event-id"), after)
         followers: Followers = request.app.state.followers
         # Everything that can refuse the stream happens before it starts (a stream cannot
         # change its status later): the cap (429/503), then 404 / 503 database_unavailable.
         lease = followers.admit(principal)
         try:
-            await run_feed.events_after(run_id, principal, start)
+            events, status = await run_feed.events_after(run_id, principal, start)
         except BaseException:
             lease.release()
             raise
+        if not events and status in TERMINAL:  # e.g. EventSource reconnecting after the end
+            lease.release()
+            return Response(None, status_code=HTTP_204_NO_CONTENT)
         feed = run_feed.follow(
             run_id, principal, start, keepalive=KEEPALIVE_SECONDS, stop=followers.closing
         )

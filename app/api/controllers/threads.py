@@ -27,7 +27,13 @@ from app.api.schemas import (
     UpdateThreadIn,
 )
 from app.db.models import Message
-from app.domain.errors import ValidationFailed
+from app.domain.errors import (
+    IdempotencyKeyReused,
+    NotFound,
+    ThreadBusy,
+    UnknownAgent,
+    ValidationFailed,
+)
 from app.services.intake import IntakeService
 from app.services.threads import ThreadService, ThreadView
 
@@ -106,7 +112,7 @@ class ThreadController(Controller):
         "/",
         operation_id="CreateThread",
         status_code=HTTP_201_CREATED,
-        responses=errors(400, 401, 422),
+        responses=errors(UnknownAgent),
         description="422 unknown_agent: `agent_id` names no registered agent (ListAgents).",
     )
     async def create_thread(
@@ -120,7 +126,7 @@ class ThreadController(Controller):
         )
         return thread_out(view)
 
-    @get("/", operation_id="ListThreads", responses=errors(400, 401))
+    @get("/", operation_id="ListThreads", responses=errors())
     async def list_threads(
         self,
         principal: NamedDependency[str],
@@ -148,7 +154,7 @@ class ThreadController(Controller):
         )
         return ThreadPage(items=[thread_out(v) for v in page], next_cursor=next_cursor)
 
-    @get("/{thread_id:uuid}", operation_id="GetThread", responses=errors(401, 404))
+    @get("/{thread_id:str}", operation_id="GetThread", responses=errors(NotFound))
     async def get_thread(
         self,
         thread_id: uuid.UUID,
@@ -158,9 +164,9 @@ class ThreadController(Controller):
         return thread_out(await thread_service.view(thread_id, principal))
 
     @patch(
-        "/{thread_id:uuid}",
+        "/{thread_id:str}",
         operation_id="UpdateThread",
-        responses=errors(400, 401, 404, 409),
+        responses=errors(NotFound, ThreadBusy),
         description="Change the title and/or replace the metadata; omitted fields are kept.",
     )
     async def update_thread(
@@ -179,10 +185,10 @@ class ThreadController(Controller):
         return thread_out(view)
 
     @delete(
-        "/{thread_id:uuid}",
+        "/{thread_id:str}",
         operation_id="DeleteThread",
         status_code=HTTP_204_NO_CONTENT,
-        responses=errors(401, 404, 409),
+        responses=errors(NotFound, ThreadBusy),
     )
     async def delete_thread(
         self,
@@ -193,10 +199,10 @@ class ThreadController(Controller):
         await thread_service.delete(thread_id, principal)
 
     @post(
-        "/{thread_id:uuid}/messages",
+        "/{thread_id:str}/messages",
         operation_id="PostMessage",
         status_code=HTTP_202_ACCEPTED,
-        responses=errors(400, 401, 404, 409, 413, 422),
+        responses=errors(NotFound, ThreadBusy, IdempotencyKeyReused),
         description=(
             "Queue a user message. With an `Idempotency-Key` header (per thread), a retry with "
             "the same body answers the first 202 again and writes nothing; the same key with "
@@ -227,7 +233,7 @@ class ThreadController(Controller):
         )
         return PostMessageOut(request_id=accepted.request_id, message_id=accepted.message_id)
 
-    @get("/{thread_id:uuid}/messages", operation_id="ListMessages", responses=errors(400, 401, 404))
+    @get("/{thread_id:str}/messages", operation_id="ListMessages", responses=errors(NotFound))
     async def list_messages(
         self,
         thread_id: uuid.UUID,

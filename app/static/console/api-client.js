@@ -438,6 +438,13 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} StreamTokenOut
+ * @property {string} token
+ * @property {string} run_id uuid
+ * @property {string} expires_at date-time
+ */
+
+/**
  * @typedef {Object} SummaryInfo
  * @property {boolean} present
  * @property {number} [summarized_messages] default 0
@@ -477,12 +484,15 @@ async function request(config, op, args, options) {
  *   - kb: pattern ^[A-Za-z0-9_.-]{1,100}$
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 413 payload_too_large
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -498,13 +508,16 @@ export function addDocument(config, args = {}, options = {}) {
  *   - request_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy / request_not_queued
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function cancelRequest(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -518,13 +531,16 @@ export function cancelRequest(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy / invalid_state
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -540,19 +556,46 @@ export function cancelRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<CompressOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 502 compression_failed: the summarizer failed; nothing was written
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
- * @throws {ApiError} 507 workdir_unavailable: the Workdir could not be written; nothing was changed
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy / agent_unavailable
+ * @throws {ApiError} 422 nothing_to_compress / not_supported
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 502 compression_failed
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 507 workdir_unavailable
  */
 export function compressContext(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/context/compress", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
+ * CreateStreamToken: POST /v1/runs/{run_id}/stream-token (200)
+ *
+ * A short-lived token that lets a browser's native EventSource (which cannot send an Authorization header) follow this run: `new EventSource(`/v1/runs/{run_id}/events?stream_token=<token>`)`. It is accepted by StreamRunEvents of this run only, starts (or resumes) a stream until `expires_at`, and never reveals the API key. After it expires, get a new one and reconnect with `after=<last event id>`.
+ *
+ * @param {ClientConfig} config
+ * @param {{run_id: string}} args
+ *   - run_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<StreamTokenOut>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ */
+export function createStreamToken(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/stream-token", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -564,12 +607,16 @@ export function compressContext(config, args = {}, options = {}) {
  * @param {{body: CreateThreadIn}} args
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 422 unknown_agent
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -584,12 +631,15 @@ export function createThread(config, args = {}, options = {}) {
  *   - document_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function deleteDocument(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/knowledge-bases/{kb}/documents/{document_id}", "pathParams": ["kb", "document_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -603,13 +653,16 @@ export function deleteDocument(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -623,12 +676,15 @@ export function deleteThread(config, args = {}, options = {}) {
  *   - agent_id: pattern ^[A-Za-z0-9_.-]{1,100}$
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function getAgent(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents/{agent_id}", "pathParams": ["agent_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -642,12 +698,15 @@ export function getAgent(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentStateOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -663,12 +722,15 @@ export function getAgentState(config, args = {}, options = {}) {
  *   - request_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function getRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -682,12 +744,15 @@ export function getRequest(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -701,12 +766,15 @@ export function getRun(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -719,6 +787,11 @@ export function getThread(config, args = {}, options = {}) {
  * @param {{}} [args]
  * @param {RequestOptions} [options]
  * @returns {Promise<HealthOut>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
  */
 export function health(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/health", "pathParams": [], "queryParams": [], "hasBody": false, "auth": false}, args, options);
@@ -731,11 +804,14 @@ export function health(config, args = {}, options = {}) {
  * @param {{}} [args]
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentList>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function listAgents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents", "pathParams": [], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -750,11 +826,14 @@ export function listAgents(config, args = {}, options = {}) {
  *   - limit: 1..200; default 50
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentPage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function listDocuments(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
@@ -770,12 +849,15 @@ export function listDocuments(config, args = {}, options = {}) {
  *   - limit: 1..1000; default 200
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -790,12 +872,15 @@ export function listMessages(config, args = {}, options = {}) {
  *   - limit: 1..200; default 50
  * @param {RequestOptions} [options]
  * @returns {Promise<RunList>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -810,11 +895,14 @@ export function listRuns(config, args = {}, options = {}) {
  *   - metadata: A JSON object, e.g. {"project":"apollo"}: only threads whose metadata contains it (every key with an equal value; nested objects likewise). (length 0..4096)
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadPage>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
@@ -830,15 +918,18 @@ export function listThreads(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<PostMessageOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy
  * @throws {ApiError} 413 payload_too_large
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 422 idempotency_key_reused
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -852,12 +943,15 @@ export function postMessage(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -870,6 +964,12 @@ export function readWorkdirFile(config, args = {}, options = {}) {
  * @param {{}} [args]
  * @param {RequestOptions} [options]
  * @returns {Promise<HealthOut>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 Not ready: `starting`, `unavailable` (the database does not answer) or `migrating` (the schema is not at the code's version; `detail` says where it is).
  */
 export function ready(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/ready", "pathParams": [], "queryParams": [], "hasBody": false, "auth": false}, args, options);
@@ -885,14 +985,18 @@ export function ready(config, args = {}, options = {}) {
  *   - run_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
- * @throws {ApiError} 422 nothing_to_compress / not_supported / idempotency_key_reused / validation_error (edited tool arguments) / unknown_agent (CreateThread: no such registered agent)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy / invalid_state / agent_unavailable
+ * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 422 validation_error
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -908,11 +1012,14 @@ export function resumeRun(config, args = {}, options = {}) {
  *   - limit: 1..50; default 8
  * @param {RequestOptions} [options]
  * @returns {Promise<KbSearchOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -921,23 +1028,27 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
 /**
  * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
  *
- * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`).
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`). A reconnect after the final event answers 204 (EventSource clients stop). Browsers' EventSource, which cannot send the API key, authenticates with `?stream_token=` from CreateStreamToken instead.
  *
  * @param {ClientConfig} config
- * @param {{run_id: string, after?: number}} args
+ * @param {{run_id: string, after?: number, stream_token?: (string | null)}} args
  *   - run_id: uuid
  *   - after: 0..9007199254740991; default 0
+ *   - stream_token: CreateStreamToken's token, in place of the Authorization header (for EventSource in a browser); read by the auth guard. (length 0..1000)
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited / too_many_streams
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
  */
 export function streamRunEvents(config, args = {}, options = {}) {
-  return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after"], "hasBody": false, "auth": true}, args, options);
+  return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after", "stream_token"], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -950,16 +1061,45 @@ export function streamRunEvents(config, args = {}, options = {}) {
  *   - thread_id: uuid
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 409 thread_busy / invalid_state / request_not_queued / agent_unavailable (the thread's agent is not registered or could not start)
- * @throws {ApiError} 429 rate_limited: this principal's request rate is over the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy
+ * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated
  */
 export function updateThread(config, args = {}, options = {}) {
   return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
+ * WaitRequest: GET /v1/requests/{request_id}/wait (200)
+ *
+ * Long-poll: answers as soon as the request is no longer `queued` — `dispatched` with the `run_id` of the run answering it (follow it with WaitRun or StreamRunEvents), or `cancelled` — or after `timeout` seconds (0-30, default 30) still `queued` (earlier when the server shuts down); call again then. Counts towards the same cap as event streams and WaitRun: 429 `too_many_streams`.
+ *
+ * @param {ClientConfig} config
+ * @param {{request_id: string, timeout?: number}} args
+ *   - request_id: uuid
+ *   - timeout: 0..30; default 30.0
+ * @param {RequestOptions} [options]
+ * @returns {Promise<RequestOut>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited / too_many_streams
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ */
+export function waitRequest(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/requests/{request_id}/wait", "pathParams": ["request_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -973,12 +1113,15 @@ export function updateThread(config, args = {}, options = {}) {
  *   - timeout: 0..30; default 30.0
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
- * @throws {ApiError} 400 validation_error: malformed JSON, unknown field, bad value, two Authorization headers
- * @throws {ApiError} 401 unauthorized: missing or wrong API key
- * @throws {ApiError} 404 not_found: no such resource for this principal
- * @throws {ApiError} 429 rate_limited: over the request rate / too_many_streams: this principal's open event streams and WaitRun long-polls are at the limit; retry after `Retry-After` s
- * @throws {ApiError} 431 request_header_too_large: the request line and headers exceed the server's limit
- * @throws {ApiError} 503 database_unavailable: the database cannot be reached right now; retry later / database_not_migrated: the schema is not migrated yet; retry later / streams_unavailable (StreamRunEvents, WaitRun): this process follows as many runs as it can or is shutting down; refused before the stream starts, retry
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited / too_many_streams
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
  */
 export function waitRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);
@@ -994,6 +1137,7 @@ export function createClient(config = {}) {
     cancelRequest: (args, options) => cancelRequest(config, args, options),
     cancelRun: (args, options) => cancelRun(config, args, options),
     compressContext: (args, options) => compressContext(config, args, options),
+    createStreamToken: (args, options) => createStreamToken(config, args, options),
     createThread: (args, options) => createThread(config, args, options),
     deleteDocument: (args, options) => deleteDocument(config, args, options),
     deleteThread: (args, options) => deleteThread(config, args, options),
@@ -1015,6 +1159,7 @@ export function createClient(config = {}) {
     searchKnowledgeBase: (args, options) => searchKnowledgeBase(config, args, options),
     streamRunEvents: (args, options) => streamRunEvents(config, args, options),
     updateThread: (args, options) => updateThread(config, args, options),
+    waitRequest: (args, options) => waitRequest(config, args, options),
     waitRun: (args, options) => waitRun(config, args, options),
   };
 }

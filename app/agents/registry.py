@@ -189,11 +189,12 @@ async def build_registry(
             infos[spec.id] = _info(spec, settings, budget, [], frozenset(), str(exc))
             continue
         system_prompt = spec.system_prompt or settings.agent.system_prompt
-        misfit = agent_budget_misfit(
+        # ``preflight`` refused static misfits at start (budgets built in code, as the tests do,
+        # are the caller's); an MCP server's tool schemas arrive only now, so check those here.
+        misfit = spec.mcp_servers and agent_budget_misfit(
             Budget.of(budget), system_message=system_prompt, tools=tools, agent=spec.id
         )
-        if misfit is not None:
-            # ``preflight`` refused static misfits; an MCP server's schemas arrive only now.
+        if misfit:
             log.error("agent_unavailable", agent_id=spec.id, reason=misfit)
             infos[spec.id] = _info(spec, settings, budget, [], frozenset(), misfit)
             continue

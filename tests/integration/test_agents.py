@@ -33,7 +33,7 @@ ALPHA = {
     "model": "offline",
     "knowledge_base": "kb-alpha",
     "compression": {
-        "summary_threshold": 1400,
+        "summary_threshold": 1700,
         "tool_result_preview_tokens": 300,
         "summary_keep_recent_tokens": 200,
         "summary_max_tokens": 200,
@@ -87,7 +87,7 @@ async def test_two_agents_each_thread_uses_its_own(app_factory: AppFactory, tmp_
 
         # Pressure is measured against each thread's own budget.
         sa, sb = await state(h, a), await state(h, b)
-        assert (sa["agent_id"], sa["context"]["summary_threshold"]) == ("alpha", 1400)
+        assert (sa["agent_id"], sa["context"]["summary_threshold"]) == ("alpha", 1700)
         assert (sb["agent_id"], sb["context"]["summary_threshold"]) == ("beta", 50_000)
 
         # The automatic path: alpha's small budget summarizes with alpha's summarizer only.

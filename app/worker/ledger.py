@@ -19,7 +19,7 @@ from app.agents.storable import storable_text, storable_value
 from app.agents.summary_messages import is_summary_message
 from app.agents.tokens import run_usage
 from app.db.models import Message
-from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole
+from app.db.run_events import CompressionEvent, DeltaEvent, MessageAddedEvent, MessageRole
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.run_events import ActivityEvent, RunEventRepository
@@ -44,9 +44,17 @@ def storable_id(value: str | None) -> str | None:
 
 
 def interrupt_payload(interrupts: Any) -> Any:
-    """The stored/streamed form of pending LangGraph interrupts (one, or a list)."""
+    """The stored/streamed form of pending LangGraph interrupts: one HITLRequest (the
+    action requests and review configs of several pending interrupts, in order)."""
     values = [getattr(i, "value", i) for i in interrupts]
-    return json_safe(values[0] if len(values) == 1 else values)
+    if len(values) == 1:
+        return json_safe(values[0])
+    return json_safe(
+        {
+            "action_requests": [a for v in values for a in v.get("action_requests", [])],
+            "review_configs": [c for v in values for c in v.get("review_configs", [])],
+        }
+    )
 
 
 def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
@@ -71,16 +79,13 @@ def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
     )
 
 
-def message_event(stored: Message) -> MessageEvent:
-    return MessageEvent(
+def message_event(stored: Message) -> MessageAddedEvent:
+    """The event naming a stored message (its content is read from the history, not copied)."""
+    return MessageAddedEvent(
         type="message",
         message_id=stored.id,
         seq=stored.seq,
         role=cast(MessageRole, stored.role),
-        content=stored.content,
-        tool_calls=stored.tool_calls,
-        tool_call_id=stored.tool_call_id,
-        tool_name=stored.tool_name,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import uuid
 
+import msgspec
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
@@ -40,7 +41,7 @@ class ContextController(Controller):
         v = await agent_state_service.view(thread_id, principal)
         return AgentStateOut(
             thread_id=v.thread_id,
-            messages=[StateMessage(**m) for m in v.messages],
+            messages=msgspec.convert(v.messages, list[StateMessage]),
             summary=SummaryInfo(
                 present=v.summary_present,
                 summarized_messages=v.summarized_messages,

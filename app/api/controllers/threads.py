@@ -17,6 +17,7 @@ from app.api.auth import principal_of
 from app.api.errors import errors
 from app.api.json_guard import MAX_JSON_DEPTH, json_depth
 from app.api.schemas import (
+    ToolCall,
     MAX_CURSOR,
     CreateThreadIn,
     MessageOut,
@@ -52,7 +53,7 @@ def message_out(m: Message, *, withdrawn: bool = False) -> MessageOut:
         seq=m.seq,
         role=m.role,
         content=m.content,
-        tool_calls=m.tool_calls,
+        tool_calls=msgspec.convert(m.tool_calls, list[ToolCall] | None),
         tool_call_id=m.tool_call_id,
         tool_name=m.tool_name,
         run_id=m.run_id,

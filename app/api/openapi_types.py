@@ -139,8 +139,14 @@ def _named_enum(by_values: dict[frozenset[str], str]) -> Callable[[Schema], Node
             return schema
         ref = Reference(ref=_REF + found)
         if None in schema.enum:
-            return Schema(one_of=[ref, Schema(type=OpenAPIType.NULL)], description=schema.description)
-        return ref if schema.description is None else Schema(all_of=[ref], description=schema.description)
+            return Schema(
+                one_of=[ref, Schema(type=OpenAPIType.NULL)], description=schema.description
+            )
+        return (
+            ref
+            if schema.description is None
+            else Schema(all_of=[ref], description=schema.description)
+        )
 
     return name
 
@@ -193,7 +199,9 @@ def require_and_relax(openapi: OpenAPI) -> None:
         if name in sent and name not in taken:
             schema.required = sorted(schema.properties)
         elif name in taken and name not in sent:
-            schema.properties = {k: _with_default_described(v) for k, v in schema.properties.items()}
+            schema.properties = {
+                k: _with_default_described(v) for k, v in schema.properties.items()
+            }
 
 
 def stream_items(openapi: OpenAPI) -> None:

@@ -17,7 +17,6 @@ from app.api.auth import principal_of
 from app.api.errors import errors
 from app.api.json_guard import MAX_JSON_DEPTH, json_depth
 from app.api.schemas import (
-    ToolCall,
     MAX_CURSOR,
     CreateThreadIn,
     MessageOut,
@@ -26,6 +25,7 @@ from app.api.schemas import (
     PostMessageOut,
     ThreadOut,
     ThreadPage,
+    ToolCall,
     UpdateThreadIn,
 )
 from app.db.models import Conversation, Message

@@ -149,6 +149,10 @@ def test_openapi_typescript_and_fetch(
 
 def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
     base_url, spec = live
+    # The generator's output as it is: its default post-hooks run whatever ruff finds, and a
+    # ruff fix turns client.py's ``*args: Any`` into ``*args: object``, which fails --strict.
+    config = tmp_path / "generator.yaml"
+    config.write_text("post_hooks: []\n")
     output = run(
         [
             str(BIN / "openapi-python-client"),
@@ -159,6 +163,8 @@ def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
             str(tmp_path / "threadkeeper_client"),
             "--meta",
             "none",
+            "--config",
+            str(config),
         ],
         tmp_path,
     )
@@ -166,7 +172,7 @@ def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
     program = tmp_path / "python_flow.py"
     shutil.copy(CLIENTS / "python_flow.py", program)
     no_casts(program)
-    # The program and, through its imports, the generated package: strict, no config of ours.
+    # The program and, through its imports, the whole generated package: strict.
     run(
         [str(BIN / "mypy"), "--strict", "--no-incremental", "--config-file=", program.name],
         tmp_path,

@@ -28,7 +28,7 @@ from app.config import HttpSettings
 
 def _raw_response(status: int, reason: str, code: str, detail: str) -> bytes:
     """A complete ``Connection: close`` response in the API's ``{"error", "detail"}`` shape."""
-    body = json.dumps({"error": code, "detail": detail}).encode()
+    body = json.dumps({"error": code, "detail": detail, "fields": None}).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\n"
         "content-type: application/json\r\n"

@@ -23,19 +23,16 @@ from app.api.controllers.agents import AgentController
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
 from app.api.controllers.requests import RequestController
-from app.api.controllers.runs import (
-    RunController,
-    ThreadRunsController,
-    event_payload_schemas,
-)
+from app.api.controllers.runs import RunController, ThreadRunsController
 from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
 from app.api.observe import observe_requests
 from app.api.openapi import dedupe_security, document_errors
+from app.api.openapi_types import shape_types
 from app.api.rate_limit import RateLimiter, rate_limit_guard
-from app.api.schemas import HealthOut
+from app.api.schemas import HealthOut, HealthStatus
 from app.api.stream_tokens import QUERY_PARAMETER, StreamTokens
 from app.config import HttpSettings, Settings, load_settings
 from app.container import Container, build_container
@@ -121,6 +118,16 @@ def cors_config(settings: HttpSettings) -> CORSConfig | None:
     )
 
 
+API_DESCRIPTION = (
+    "Runs LLM agent threads and keeps their context under one token budget. Post a message to "
+    "a thread (idempotent with `Idempotency-Key`), follow the run that answers it "
+    "(StreamRunEvents: server-sent events whose items are `RunEvent`s; WaitRun), read the "
+    "history (ListMessages) and the model's view (GetAgentState), compress it on demand "
+    "(CompressContext) and read offloaded originals from the Workdir. Every error body is an "
+    "`ErrorBody` with a stable `error` code. Authenticate with `Authorization: Bearer <API key>`."
+)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -204,6 +211,7 @@ def create_app(
         openapi_config=OpenAPIConfig(
             title="Threadkeeper",
             version="0.1.0",
+            description=API_DESCRIPTION,
             render_plugins=openapi_render_plugins(),
             components=Components(
                 security_schemes={
@@ -226,6 +234,7 @@ def create_app(
     )
     document_errors(app)
     dedupe_security(app.openapi_schema)
+    shape_types(app.openapi_schema, HealthStatus)
     # Outermost: 404/405 and every error also get the request id, metrics and (when on) a span.
     handler = observe_requests(app.asgi_handler)
     if provider is not None:
@@ -235,6 +244,4 @@ def create_app(
             handler, tracer_provider=provider, exclude_spans=["receive", "send"]
         )
     app.asgi_handler = handler
-    components = app.openapi_schema.components
-    components.schemas = {**(components.schemas or {}), **event_payload_schemas()}
     return app

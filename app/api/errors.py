@@ -54,9 +54,8 @@ def _body(
     headers: dict[str, str] | None = None,
     fields: list[dict[str, str]] | None = None,
 ) -> Response[Any]:
-    content: dict[str, Any] = {"error": code, "detail": detail}
-    if fields:
-        content["fields"] = fields
+    # Every field is always sent (the document marks them required): ``fields`` null when none.
+    content: dict[str, Any] = {"error": code, "detail": detail, "fields": fields or None}
     return Response(content=content, status_code=status, headers=headers)
 
 

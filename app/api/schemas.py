@@ -8,21 +8,17 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar.openapi.spec import Reference
-from litestar.params import KwargDefinition
 
-# The run-event payloads are stored as they are served: their one home is the db layer.
-from app.db.run_events import (
-    CompressionEvent,
-    DeltaEvent,
-    MessageEvent,
-    StatusEvent,
-)
+# The run-event payloads and the interrupt they carry are stored as they are served: their one
+# home is the db layer.
+from app.db.run_events import HITLRequest
 from app.domain.states import (
+    DecisionType,
     MessageRole,
     RequestStatusName,
     RunErrorCode,
     RunStatusName,
+    StateMessageType,
     ThreadStatus,
 )
 
@@ -82,6 +78,8 @@ class FieldError(msgspec.Struct, kw_only=True):
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
+    """Every 4xx/5xx body: a stable ``error`` code, a human-readable ``detail``."""
+
     error: ErrorCode
     detail: str = ""
     #: ``validation_error`` only: every failing field (absent when none can be named).
@@ -132,12 +130,20 @@ class ThreadPage(msgspec.Struct, kw_only=True):
     next_cursor: str | None = None
 
 
+class ToolCall(msgspec.Struct, kw_only=True):
+    """A tool call of an AI message: its id (null when the provider gave none), tool, arguments."""
+
+    id: str | None
+    name: str
+    args: dict[str, Any]
+
+
 class MessageOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     seq: int
     role: MessageRole
     content: str
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
     run_id: uuid.UUID | None = None
@@ -180,55 +186,10 @@ class RequestOut(msgspec.Struct, kw_only=True):
 
 
 # --- run events (StreamRunEvents) --------------------------------------------------------------
-# Each SSE frame is ``event: <type>``, ``id: <n>`` and ``data: <one of these as JSON>``; the JSON
-# repeats the event name as ``type`` so a client that only sees ``data`` can tell them apart.
-# The payload structs (StatusEvent, DeltaEvent, MessageEvent, CompressionEvent) live in
+# Each SSE frame is ``event: <type>``, ``id: <n>`` and ``data: <one payload as JSON>``; the JSON
+# repeats the event name as ``type`` (the discriminator of the ``RunEvent`` union the document
+# declares as the stream's item schema, app/api/openapi.py). The payload structs live in
 # app/db/run_events.py.
-
-
-def _json_of(payload: type[msgspec.Struct]) -> Any:
-    """A frame's ``data``: a JSON text whose document is ``payload`` (contentSchema), so schema
-    validators (schemathesis) and readers check the decoded payload, not just "a string"."""
-    return Annotated[
-        str,
-        KwargDefinition(
-            description=f"JSON: {payload.__name__}",
-            schema_extra={
-                "content_media_type": "application/json",
-                "content_schema": Reference(ref=f"#/components/schemas/{payload.__name__}"),
-            },
-        ),
-    ]
-
-
-class StatusFrame(msgspec.Struct, kw_only=True):
-    event: Literal["status"]
-    id: str
-    data: _json_of(StatusEvent)  # type: ignore[valid-type]
-
-
-class DeltaFrame(msgspec.Struct, kw_only=True):
-    event: Literal["delta"]
-    id: str
-    data: _json_of(DeltaEvent)  # type: ignore[valid-type]
-
-
-class MessageFrame(msgspec.Struct, kw_only=True):
-    event: Literal["message"]
-    id: str
-    data: _json_of(MessageEvent)  # type: ignore[valid-type]
-
-
-class CompressionFrame(msgspec.Struct, kw_only=True):
-    event: Literal["compression"]
-    id: str
-    data: _json_of(CompressionEvent)  # type: ignore[valid-type]
-
-
-#: One StreamRunEvents frame (OpenAPI 3.2's reading of an event-stream schema: each event as
-#: ``{event, id, data}``). ``str`` is the whole stream as text, which is what a client that
-#: reads the body at once gets (a generated client's non-streaming function).
-RunEventFrame = StatusFrame | DeltaFrame | MessageFrame | CompressionFrame
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -243,7 +204,8 @@ class RunOut(msgspec.Struct, kw_only=True):
     #: ``internal_error`` | ``lease_expired`` | ``worker_stopped`` | ``cancelled``; null unless
     #: the run failed or was cancelled.
     error_code: RunErrorCode | None = None
-    interrupt: dict[str, Any] | None = None
+    #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun); else null.
+    interrupt: HITLRequest | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     model_calls: int = 0
@@ -262,7 +224,7 @@ class Decision(Strict):
     ``respond`` skips the tool and returns ``message`` to the model as the tool's result.
     """
 
-    type: Literal["approve", "reject", "edit", "respond"]
+    type: DecisionType
     #: ``reject``: the reason given to the model; ``respond``: the tool result (required).
     message: str | None = None
     #: For ``edit``: the replacement arguments of the tool call.
@@ -274,15 +236,27 @@ class ResumeIn(Strict):
 
 
 # --- agent state & compression -----------------------------------------------------------------
+class Offload(msgspec.Struct, kw_only=True):
+    """Where the full original of an offloaded tool result is: its Workdir ``path`` (ReadWorkdir),
+    ``sha256`` of its UTF-8 bytes, its size in ``chars`` and ``bytes``, and the tokens it took
+    in the model view before it was replaced by a preview."""
+
+    path: str
+    sha256: str
+    chars: int
+    bytes: int
+    original_tokens: int
+
+
 class StateMessage(msgspec.Struct, kw_only=True):
     id: str | None
-    type: str
+    type: StateMessageType
     content: str
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
-    #: For offloaded tool results: workdir path, sha256 and size of the full original.
-    offload: dict[str, Any] | None = None
+    #: For offloaded tool results: where the full original is; else null.
+    offload: Offload | None = None
     is_summary: bool = False
 
 
@@ -388,8 +362,12 @@ class StreamTokenOut(msgspec.Struct, kw_only=True):
     expires_at: datetime
 
 
+#: What /health and /ready answer.
+HealthStatus = Literal["ok", "ready", "starting", "unavailable", "migrating"]
+
+
 class HealthOut(msgspec.Struct, kw_only=True):
-    status: Literal["ok", "ready", "starting", "unavailable", "migrating"]
+    status: HealthStatus
     detail: str = ""
 
 

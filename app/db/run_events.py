@@ -1,10 +1,10 @@
 """What a run's events hold: the typed payloads of ``run_events`` rows.
 
 One home for them at the bottom layer because the same structs are written by the run engine
-(through ``RunEventRepository``) and documented by the API (``StreamRunEvents`` serves each row
-as ``{"type": <row type>, **<row data>}``); ``type`` has no default so the schema keeps it
-required. ``omit_defaults``: a row stores only what is set,
-which is also what a reader of the schema assumes for the rest.
+(through ``RunEventRepository``) and documented and served by the API (``StreamRunEvents``
+decodes each row with ``served_event`` and sends the whole struct). Every field is always sent
+(the schema marks them required): a row written before a field existed gets its default when
+it is served.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ import msgspec
 
 # The vocabularies are spelled once, in app/domain/states.py (RunErrorCode: the codes of
 # app/worker/errors.py; a unit test keeps the two equal).
-from app.domain.states import MessageRole, RunErrorCode
+from app.domain.states import (
+    CompressionReason,
+    DecisionType,
+    MessageRole,
+    RunErrorCode,
+    RunEventStatus,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,25 +34,58 @@ class RunError:
     message: str
 
 
-class StatusEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
+# --- interrupts: langchain's HITLRequest (HumanInTheLoopMiddleware) -----------------------------
+class ActionRequest(msgspec.Struct, kw_only=True):
+    """A tool call waiting for a decision: the tool's name and the arguments the model chose."""
+
+    name: str
+    args: dict[str, Any]
+    description: str | None = None
+
+
+class ReviewConfig(msgspec.Struct, kw_only=True):
+    """The decisions ResumeRun may give for the action named ``action_name``."""
+
+    action_name: str
+    allowed_decisions: list[DecisionType]
+    args_schema: dict[str, Any] | None = None
+
+
+class HITLRequest(msgspec.Struct, kw_only=True):
+    """The pending tool calls of an interrupted run (langchain's ``HITLRequest``): one decision
+    per ``action_requests`` item, in order, answers it (ResumeRun)."""
+
+    action_requests: list[ActionRequest]
+    review_configs: list[ReviewConfig]
+
+
+def hitl_request(value: Any) -> HITLRequest | None:
+    """A stored interrupt (JSON) as the typed request it is (extra keys are dropped)."""
+    return None if value is None else msgspec.convert(value, HITLRequest)
+
+
+# --- the event payloads -------------------------------------------------------------------------
+class StatusEvent(msgspec.Struct, kw_only=True):
     """The run changed status; ``final`` marks the last event of the stream."""
 
     type: Literal["status"]
-    status: Literal["running", "interrupted", "resumed", "completed", "failed", "cancelled"]
+    status: RunEventStatus
     final: bool = False
+    #: A fixed, human-readable message for ``error_code``; null unless failed or cancelled.
     error: str | None = None
     error_code: RunErrorCode | None = None
-    #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun).
-    interrupt: dict[str, Any] | list[Any] | None = None
-    #: The first ``running`` event: the request the run answers.
+    #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun); else null.
+    interrupt: HITLRequest | None = None
+    #: The first ``running`` event: the request the run answers; else null.
     request_id: uuid.UUID | None = None
     #: ``running`` again without a worker: a draining worker released the run at a step
     #: boundary and another worker goes on from its last checkpoint.
     handoff: bool = False
 
 
-class DeltaEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Streamed model text (coalesced, ~5 per second); the ``message`` event has the whole text."""
+class DeltaEvent(msgspec.Struct, kw_only=True):
+    """Streamed model text (coalesced, ~5 per second); the ``message`` event names the stored
+    message once it is whole."""
 
     type: Literal["delta"]
     #: The id of the AI message the text belongs to (several deltas share it).
@@ -54,29 +93,27 @@ class DeltaEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
     text: str
 
 
-class MessageEvent(msgspec.Struct, kw_only=True):
-    """An AI or tool message the run persisted (the same row ListMessages returns)."""
+class MessageAddedEvent(msgspec.Struct, kw_only=True):
+    """The run stored an AI or tool message: which one, not its content. Fetch it with
+    ListMessages(<the run's thread_id>, after_seq=seq-1, limit=1), or read the history later."""
 
     type: Literal["message"]
     message_id: uuid.UUID
+    #: Its place in the thread's history (ListMessages ``seq``).
     seq: int
     role: MessageRole
-    content: str
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    tool_name: str | None = None
 
 
-class CompressionEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
+class CompressionEvent(msgspec.Struct, kw_only=True):
     """The model view was compressed during the run (threshold reached or provider overflow)."""
 
     type: Literal["compression"]
-    reason: str
+    reason: CompressionReason
     before_tokens: int
     after_tokens: int
     offloaded: int
     summarized: bool
-    #: Present when some results could not be offloaded (the Workdir failed): how many, and why.
+    #: How many results could not be offloaded (the Workdir failed), and why; else null.
     offload_failed: int | None = None
     offload_error: str | None = None
     #: Present (``turn_alone_exceeds``) when the view is still at or above the threshold after
@@ -86,10 +123,24 @@ class CompressionEvent(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 #: Every event payload; each is documented as its own component schema.
-RunEventData = StatusEvent | DeltaEvent | MessageEvent | CompressionEvent
+RunEventData = StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent
+
+#: The payload struct of each row ``type``.
+EVENT_TYPES: dict[str, type[RunEventData]] = {
+    "status": StatusEvent,
+    "delta": DeltaEvent,
+    "message": MessageAddedEvent,
+    "compression": CompressionEvent,
+}
 
 
 def event_row(event: RunEventData) -> tuple[str, dict[str, Any]]:
     """``(type, data)`` of the row that stores ``event`` (the row's type column holds ``type``)."""
     data: dict[str, Any] = msgspec.to_builtins(event)
     return str(data.pop("type")), data
+
+
+def served_event(type_: str, data: dict[str, Any]) -> RunEventData:
+    """A stored row as the payload a client gets: every field present (older rows lacked some:
+    they get the field's default; a message row's old ``content`` copy is dropped)."""
+    return msgspec.convert({**data, "type": type_}, EVENT_TYPES[type_])

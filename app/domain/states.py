@@ -27,3 +27,12 @@ RunErrorCode = Literal[
 #: or queued (input waits and no run is active).
 ThreadStatus = Literal["idle", "running", "interrupted", "queued"]
 MessageRole = Literal["user", "assistant", "tool"]
+#: A run's ``status`` events: its statuses plus ``resumed`` (an interrupted run was answered).
+RunEventStatus = Literal["running", "interrupted", "resumed", "completed", "failed", "cancelled"]
+#: Why the model view was compressed: automatically (the threshold was reached, or the provider
+#: reported an overflow) or on request (CompressContext).
+CompressionReason = Literal["threshold", "overflow", "manual"]
+#: The answers ResumeRun takes for one pending tool call (langchain's ``DecisionType``).
+DecisionType = Literal["approve", "reject", "edit", "respond"]
+#: A message's type in the agent's model view (langchain's message types).
+StateMessageType = Literal["human", "ai", "tool", "system"]

@@ -10,12 +10,18 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import TERMINAL_RUN_STATUSES, AgentRun, RunEvent
-from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, RunEventData, event_row
+from app.db.run_events import (
+    CompressionEvent,
+    DeltaEvent,
+    MessageAddedEvent,
+    RunEventData,
+    event_row,
+)
 
 #: LISTEN/NOTIFY channel that wakes event streams (see app/worker/notifier.py).
 RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
 #: The events a run's activity appends (its status events come with its status transitions).
-ActivityEvent = DeltaEvent | MessageEvent | CompressionEvent
+ActivityEvent = DeltaEvent | MessageAddedEvent | CompressionEvent
 
 
 class RunEventRepository:

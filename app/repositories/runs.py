@@ -19,7 +19,7 @@ from app.db.models import (
     RequestStatus,
     RunStatus,
 )
-from app.db.run_events import RunError, StatusEvent
+from app.db.run_events import RunError, StatusEvent, hitl_request
 from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RUN_EVENTS_CHANNEL, RunEventRepository
@@ -270,7 +270,7 @@ class RunRepository:
             run_id,
             "interrupt",
             {RunStatus.RUNNING},
-            StatusEvent(type="status", status="interrupted", interrupt=interrupt),
+            StatusEvent(type="status", status="interrupted", interrupt=hitl_request(interrupt)),
             status=RunStatus.INTERRUPTED,
             interrupt=interrupt,
             error=None,

@@ -18,7 +18,13 @@ from app.agents.messages import message_text
 from app.agents.storable import storable_text, storable_value
 from app.agents.summary_messages import is_summary_message
 from app.agents.tokens import run_usage
-from app.db.run_events import CompressionEvent, DeltaEvent, MessageEvent, MessageRole, event_row
+from app.db.run_events import (
+    CompressionEvent,
+    DeltaEvent,
+    MessageAddedEvent,
+    MessageRole,
+    event_row,
+)
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.run_events import ActivityEvent
 from app.repositories.run_steps import RunStepRepository, StepMessage
@@ -42,9 +48,17 @@ def storable_id(value: str | None) -> str | None:
 
 
 def interrupt_payload(interrupts: Any) -> Any:
-    """The stored/streamed form of pending LangGraph interrupts (one, or a list)."""
+    """The stored/streamed form of pending LangGraph interrupts: one HITLRequest (the
+    action requests and review configs of several pending interrupts, in order)."""
     values = [getattr(i, "value", i) for i in interrupts]
-    return json_safe(values[0] if len(values) == 1 else values)
+    if len(values) == 1:
+        return json_safe(values[0])
+    return json_safe(
+        {
+            "action_requests": [a for v in values for a in v.get("action_requests", [])],
+            "review_configs": [c for v in values for c in v.get("review_configs", [])],
+        }
+    )
 
 
 def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
@@ -71,17 +85,14 @@ def message_row(run_id: uuid.UUID, m: BaseMessage) -> NewMessage:
 
 def message_event_data(message_id: uuid.UUID, row: NewMessage) -> dict[str, Any]:
     """The ``message`` event of a message about to be stored, without its ``type`` and ``seq``
-    (the step statement adds the number the message gets)."""
+    (the step statement adds the number the message gets). It names the message; its content
+    is read from the history, not copied into the event log."""
     data: dict[str, Any] = msgspec.to_builtins(
-        MessageEvent(
+        MessageAddedEvent(
             type="message",
             message_id=message_id,
             seq=0,
             role=cast(MessageRole, row.role),
-            content=row.content,
-            tool_calls=row.tool_calls,
-            tool_call_id=row.tool_call_id,
-            tool_name=row.tool_name,
         )
     )
     data.pop("type")

@@ -77,6 +77,24 @@ async def test_stream_payloads_are_typed(app_factory: AppFactory) -> None:
         assert last == {**last, "status": "completed", "final": True}
         roles = [e["data"]["role"] for e in events if e["event"] == "message"]
         assert roles == ["assistant", "tool", "assistant"]
+        # Every field is sent, the running frame's final/error/error_code included.
+        assert first == {
+            "type": "status",
+            "status": "running",
+            "final": False,
+            "error": None,
+            "error_code": None,
+            "interrupt": None,
+            "request_id": run["request_id"],
+            "handoff": False,
+        }
+        # A message event names the stored message (id and seq), not a copy of its content.
+        history = (await h.client.get(f"/v1/threads/{tid}/messages", headers=AUTH)).json()
+        named = [e["data"] for e in events if e["event"] == "message"]
+        assert [set(d) for d in named] == [{"type", "message_id", "seq", "role"}] * 3
+        assert [(d["message_id"], d["seq"]) for d in named] == [
+            (m["id"], m["seq"]) for m in history["items"][1:]
+        ]
 
 
 async def test_keep_alive_is_a_comment_not_an_event(

@@ -151,4 +151,5 @@ async def test_malformed_http_gets_the_json_error_shape(app_factory: AppFactory)
             assert json.loads(body) == {
                 "error": "validation_error",
                 "detail": "malformed HTTP request",
+                "fields": None,
             }

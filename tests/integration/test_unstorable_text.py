@@ -101,10 +101,10 @@ async def test_cut_emoji_in_a_tool_result_is_stored_and_the_thread_goes_on(
             assert [m["content"] for m in state["messages"] if m["type"] == "tool"] == [
                 tool["content"]
             ]
-            # The run's events carry it too (the jsonb insert of the message event).
+            # The run's message events name the stored messages (not a copy of the text).
             events = await h.sse_events(run["id"])
             streamed = [e["data"] for e in events if e["event"] == "message"]
-            assert [e["content"] for e in streamed if e["role"] == "tool"] == [tool["content"]]
+            assert [e["message_id"] for e in streamed if e["role"] == "tool"] == [tool["id"]]
             # The model was shown the result, and the thread's next request is valid.
             assert STORED in llm.requests[1]["messages"][-1]["content"]
             nxt = await post_and_wait(h, tid, "and then?", {run["id"]})

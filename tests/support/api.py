@@ -77,6 +77,7 @@ def assert_clean_503(resp: httpx.Response) -> None:
     assert resp.json() == {
         "error": "database_unavailable",
         "detail": "the database is unreachable or the connection was lost; retry the request",
+        "fields": None,
     }
     assert resp.headers["retry-after"] == "2"
     assert "Traceback" not in resp.text and "asyncpg" not in resp.text

@@ -113,22 +113,22 @@ def test_statuses_are_enums_in_the_schema(
 
 
 def test_stream_documents_every_event_payload(document: dict[str, Any]) -> None:
+    """The stream's item schema is RunEvent: the payloads, discriminated on ``type``."""
     op = document["paths"]["/v1/runs/{run_id}/events"]["get"]
     schema = op["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/RunEvent"}
     schemas = document["components"]["schemas"]
-    frames = [s["$ref"].rsplit("/", 1)[1] for s in schema["oneOf"] if "$ref" in s]
-    payloads = {}
-    for frame in frames:  # each frame: its event name, and data as JSON of one payload schema
-        props = schemas[frame]["properties"]
-        assert props["data"]["contentMediaType"] == "application/json"
-        payload = props["data"]["contentSchema"]["$ref"].rsplit("/", 1)[1]
-        payloads[props["event"]["const"]] = payload
-        assert schemas[payload]["properties"]["type"]["const"] == props["event"]["const"]
+    union = schemas["RunEvent"]
+    mapping = {k: v.rsplit("/", 1)[1] for k, v in union["discriminator"]["mapping"].items()}
+    assert union["discriminator"]["propertyName"] == "type"
+    assert [s["$ref"].rsplit("/", 1)[1] for s in union["oneOf"]] == list(mapping.values())
+    for event, payload in mapping.items():
+        assert schemas[payload]["properties"]["type"]["const"] == event
         assert "type" in schemas[payload]["required"]
-    assert payloads == {
+    assert mapping == {
         "status": "StatusEvent",
         "delta": "DeltaEvent",
-        "message": "MessageEvent",
+        "message": "MessageAddedEvent",
         "compression": "CompressionEvent",
     }
 

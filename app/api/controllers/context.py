@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import uuid
 
+import msgspec
 from litestar import Controller, get, post
 from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
@@ -51,7 +52,7 @@ class ContextController(Controller):
         return AgentStateOut(
             thread_id=v.thread_id,
             agent_id=v.agent_id,
-            messages=[StateMessage(**m) for m in v.messages],
+            messages=msgspec.convert(v.messages, list[StateMessage]),
             summary=SummaryInfo(
                 present=v.summary_present,
                 summarized_messages=v.summarized_messages,

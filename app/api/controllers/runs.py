@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from litestar import Controller, Litestar, Request, Response, get, post
+import msgspec
+from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
-from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
@@ -23,14 +22,13 @@ from app.api.followers import FollowerLease, Followers
 from app.api.schemas import (
     MAX_CURSOR,
     ResumeIn,
-    RunEventFrame,
     RunList,
     RunOut,
     StreamTokenOut,
 )
 from app.api.stream_tokens import StreamTokens
 from app.db.models import AgentRun, RunEvent
-from app.db.run_events import RunEventData
+from app.db.run_events import RunEventData, hitl_request, served_event
 from app.domain.errors import (
     AgentUnavailable,
     InvalidState,
@@ -67,33 +65,9 @@ def resume_cursor(last_event_id: str | None, after: int) -> int:
 
 #: Longest WaitRun long-poll (seconds): below common proxy and client read timeouts.
 MAX_WAIT_SECONDS = 30.0
-#: The 200 body of StreamRunEvents: each frame's ``data`` is one of the event payloads; ``str``
-#: stands for the whole stream read at once (what a non-streaming generated client returns).
-STREAM_ITEM: Any = RunEventFrame | str
-PAYLOADS: Any = RunEventData
-
-
-def event_payload_schemas() -> dict[str, Any]:
-    """The component schemas of the event payloads, which the frames name as ``contentSchema``.
-
-    Litestar only emits components for types a route uses, and the frames carry the payloads
-    as JSON text; so they are rendered by Litestar itself from a throwaway document, keeping
-    one schema style, and added to the app's document by ``create_app``.
-    """
-
-    @get(
-        "/",
-        responses={200: ResponseSpec(data_container=PAYLOADS, generate_examples=False)},
-        sync_to_thread=False,
-    )
-    def payloads() -> None:  # pragma: no cover - never served
-        return None
-
-    # logging_config=None: Litestar's default would reconfigure the root logger (plain text).
-    document = Litestar(
-        [payloads], openapi_config=OpenAPIConfig(title="", version=""), logging_config=None
-    ).openapi_schema
-    return dict((document.components.schemas or {}) if document.components else {})
+#: The items of StreamRunEvents' 200 body: one payload per frame (the document names the union
+#: ``RunEvent``, discriminated on ``type``: app/api/openapi.py).
+STREAM_ITEM: Any = RunEventData
 
 
 def run_out(r: AgentRun) -> RunOut:
@@ -104,7 +78,7 @@ def run_out(r: AgentRun) -> RunOut:
         status=r.status.value,
         error=r.error,
         error_code=r.error_code,  # type: ignore[arg-type]  # app/worker/errors.py codes == RunErrorCode
-        interrupt=r.interrupt,
+        interrupt=hitl_request(r.interrupt),
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,
         model_calls=r.model_calls,
@@ -255,17 +229,18 @@ class RunController(Controller):
                 generate_examples=False,
                 description=(
                     "Server-sent events, ending after the final one. Each frame has `event: "
-                    "<type>`, `id: <n>` and `data: <JSON>`, where the JSON is the payload "
-                    "schema of that type and repeats it as `type`: StatusEvent, DeltaEvent, "
-                    "MessageEvent, CompressionEvent. `: keep-alive` comment lines come every "
-                    "15 s of silence. Read whole (not streamed), the body is the stream's text."
+                    "<type>`, `id: <n>` and `data: <JSON>`; the schema is that of one frame's "
+                    "`data`: a RunEvent (StatusEvent, DeltaEvent, MessageAddedEvent or "
+                    "CompressionEvent, told apart by `type`, which repeats the event name). "
+                    "`: keep-alive` comment lines come every 15 s of silence."
                 ),
             ),
         },
         description=(
             "Server-sent events: `status` (running/interrupted/resumed/completed/failed/"
             "cancelled; `final: true` marks the last event), `delta` (streamed model text), "
-            "`message` (persisted AI/tool messages), `compression` (the model view was "
+            "`message` (the id and seq of an AI/tool message the run stored: read it with "
+            "ListMessages), `compression` (the model view was "
             "compressed). Resumable with Last-Event-ID or `after`. The body also ends, "
             "without a final event, when the server shuts down: reconnect with Last-Event-ID. "
             "Open streams and WaitRun long-polls per API key are capped: 429 "
@@ -324,7 +299,7 @@ async def _frames(
                 # A comment line only: ``data=None``, or clients would see an empty event.
                 yield ServerSentEventMessage(comment="keep-alive", data=None)
             for e in events:
-                payload = {"type": e.type, **e.data}
-                yield ServerSentEventMessage(data=json.dumps(payload), event=e.type, id=str(e.id))
+                payload = msgspec.json.encode(served_event(e.type, e.data)).decode()
+                yield ServerSentEventMessage(data=payload, event=e.type, id=str(e.id))
     finally:
         lease.release()

@@ -24,6 +24,7 @@ from app.api.schemas import (
     PostMessageOut,
     ThreadOut,
     ThreadPage,
+    ToolCall,
     UpdateThreadIn,
 )
 from app.db.models import Message
@@ -57,7 +58,7 @@ def message_out(m: Message, *, withdrawn: bool = False) -> MessageOut:
         seq=m.seq,
         role=m.role,
         content=m.content,
-        tool_calls=m.tool_calls,
+        tool_calls=msgspec.convert(m.tool_calls, list[ToolCall] | None),
         tool_call_id=m.tool_call_id,
         tool_name=m.tool_name,
         run_id=m.run_id,

@@ -114,12 +114,19 @@ async function request(config, op, args, options) {
 // --- schemas ---------------------------------------------------------------------------------------
 
 /**
+ * @typedef {Object} ActionRequest
+ * @property {string} name
+ * @property {Record<string, any>} args
+ * @property {(string | null)} description
+ */
+
+/**
  * @typedef {Object} AddDocumentIn
  * @property {string} title length 1..500
  * @property {string} content length 1..500000
- * @property {string} [source] length 0..500; default ""
- * @property {string} [url] length 0..2000; default ""
- * @property {number} [chunk_chars] 200..20000; default 1200
+ * @property {string} [source] Default: `""`. (length 0..500)
+ * @property {string} [url] Default: `""`. (length 0..2000)
+ * @property {number} [chunk_chars] Default: `1200`. (200..20000)
  */
 
 /**
@@ -150,7 +157,7 @@ async function request(config, op, args, options) {
  * @property {number} recursion_limit
  * @property {Array<AgentTool>} tools
  * @property {boolean} available
- * @property {(string | null)} [unavailable_reason]
+ * @property {(string | null)} unavailable_reason
  */
 
 /**
@@ -188,22 +195,19 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} CompressionEvent
  * @property {"compression"} type
- * @property {string} reason
+ * @property {CompressionReason} reason
  * @property {number} before_tokens
  * @property {number} after_tokens
  * @property {number} offloaded
  * @property {boolean} summarized
- * @property {(number | null)} [offload_failed]
- * @property {(string | null)} [offload_error]
- * @property {(string | null)} [over_threshold]
- * @property {(number | null)} [threshold]
+ * @property {(number | null)} offload_failed
+ * @property {(string | null)} offload_error
+ * @property {(string | null)} over_threshold
+ * @property {(number | null)} threshold
  */
 
 /**
- * @typedef {Object} CompressionFrame
- * @property {"compression"} event
- * @property {string} id
- * @property {string} data JSON: CompressionEvent
+ * @typedef {("threshold" | "overflow" | "manual")} CompressionReason
  */
 
 /**
@@ -216,30 +220,27 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {Object} CreateThreadIn
- * @property {string} [title] length 0..500; default ""
+ * @property {string} [title] Default: `""`. (length 0..500)
  * @property {(string | null)} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$
  * @property {Record<string, any>} [metadata]
  */
 
 /**
  * @typedef {Object} Decision
- * @property {("approve" | "reject" | "edit" | "respond")} type
+ * @property {DecisionType} type
  * @property {(string | null)} [message]
  * @property {(Record<string, any> | null)} [args]
  */
 
 /**
- * @typedef {Object} DeltaEvent
- * @property {"delta"} type
- * @property {(string | null)} [lc_id]
- * @property {string} text
+ * @typedef {("approve" | "reject" | "edit" | "respond")} DecisionType
  */
 
 /**
- * @typedef {Object} DeltaFrame
- * @property {"delta"} event
- * @property {string} id
- * @property {string} data JSON: DeltaEvent
+ * @typedef {Object} DeltaEvent
+ * @property {"delta"} type
+ * @property {(string | null)} lc_id
+ * @property {string} text
  */
 
 /**
@@ -264,14 +265,14 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} DocumentPage
  * @property {Array<DocumentInfo>} items
- * @property {(string | null)} [next_cursor]
+ * @property {(string | null)} next_cursor
  */
 
 /**
  * @typedef {Object} ErrorBody
  * @property {ErrorCode} error
- * @property {string} [detail] default ""
- * @property {(Array<FieldError> | null)} [fields]
+ * @property {string} detail default ""
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**
@@ -286,9 +287,19 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} HITLRequest
+ * @property {Array<ActionRequest>} action_requests
+ * @property {Array<ReviewConfig>} review_configs
+ */
+
+/**
  * @typedef {Object} HealthOut
- * @property {("ok" | "ready" | "starting" | "unavailable" | "migrating")} status
- * @property {string} [detail] default ""
+ * @property {HealthStatus} status
+ * @property {string} detail default ""
+ */
+
+/**
+ * @typedef {("ok" | "ready" | "starting" | "unavailable" | "migrating")} HealthStatus
  */
 
 /**
@@ -312,48 +323,50 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} ManualCompression
  * @property {boolean} available
- * @property {(string | null)} [reason]
- * @property {(string | null)} [detail]
+ * @property {(string | null)} reason
+ * @property {(string | null)} detail
  */
 
 /**
- * @typedef {Object} MessageEvent
+ * @typedef {Object} MessageAddedEvent
  * @property {"message"} type
  * @property {string} message_id uuid
  * @property {number} seq
- * @property {("user" | "assistant" | "tool")} role
- * @property {string} content
- * @property {(Array<Record<string, any>> | null)} [tool_calls]
- * @property {(string | null)} [tool_call_id]
- * @property {(string | null)} [tool_name]
- */
-
-/**
- * @typedef {Object} MessageFrame
- * @property {"message"} event
- * @property {string} id
- * @property {string} data JSON: MessageEvent
+ * @property {MessageRole} role
  */
 
 /**
  * @typedef {Object} MessageOut
  * @property {string} id uuid
  * @property {number} seq
- * @property {("user" | "assistant" | "tool")} role
+ * @property {MessageRole} role
  * @property {string} content
- * @property {(Array<Record<string, any>> | null)} [tool_calls]
- * @property {(string | null)} [tool_call_id]
- * @property {(string | null)} [tool_name]
- * @property {(string | null)} [run_id] uuid
- * @property {(string | null)} [request_id] uuid
- * @property {boolean} [withdrawn] default false
+ * @property {(Array<ToolCall> | null)} tool_calls
+ * @property {(string | null)} tool_call_id
+ * @property {(string | null)} tool_name
+ * @property {(string | null)} run_id uuid
+ * @property {(string | null)} request_id uuid
+ * @property {boolean} withdrawn default false
  * @property {string} created_at date-time
  */
 
 /**
  * @typedef {Object} MessagePage
  * @property {Array<MessageOut>} items
- * @property {(number | null)} [next_after_seq]
+ * @property {(number | null)} next_after_seq
+ */
+
+/**
+ * @typedef {("user" | "assistant" | "tool")} MessageRole
+ */
+
+/**
+ * @typedef {Object} Offload
+ * @property {string} path
+ * @property {string} sha256
+ * @property {number} chars
+ * @property {number} bytes
+ * @property {number} original_tokens
  */
 
 /**
@@ -365,7 +378,7 @@ async function request(config, op, args, options) {
  * @typedef {Object} PostMessageOut
  * @property {string} request_id uuid
  * @property {string} message_id uuid
- * @property {"queued"} [status] default "queued"
+ * @property {"queued"} status default "queued"
  */
 
 /**
@@ -373,15 +386,39 @@ async function request(config, op, args, options) {
  * @property {string} id uuid
  * @property {string} thread_id uuid
  * @property {string} message_id uuid
- * @property {("queued" | "dispatched" | "cancelled")} status
- * @property {(string | null)} [run_id] uuid
- * @property {("running" | "interrupted" | "completed" | "failed" | "cancelled" | null)} [run_status]
+ * @property {RequestStatus} status
+ * @property {(string | null)} run_id uuid
+ * @property {(RunStatus | null)} run_status
  * @property {string} created_at date-time
+ */
+
+/**
+ * @typedef {("queued" | "dispatched" | "cancelled")} RequestStatus
  */
 
 /**
  * @typedef {Object} ResumeIn
  * @property {Array<Decision>} decisions
+ */
+
+/**
+ * @typedef {Object} ReviewConfig
+ * @property {string} action_name
+ * @property {Array<DecisionType>} allowed_decisions
+ * @property {(Record<string, any> | null)} args_schema
+ */
+
+/**
+ * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable")} RunErrorCode
+ */
+
+/**
+ * One StreamRunEvents frame's `data`; its `type` is the frame's `event`.
+ * @typedef {(StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent)} RunEvent
+ */
+
+/**
+ * @typedef {("running" | "interrupted" | "resumed" | "completed" | "failed" | "cancelled")} RunEventStatus
  */
 
 /**
@@ -394,47 +431,48 @@ async function request(config, op, args, options) {
  * @property {string} id uuid
  * @property {string} thread_id uuid
  * @property {string} request_id uuid
- * @property {("running" | "interrupted" | "completed" | "failed" | "cancelled")} status
- * @property {(string | null)} [error]
- * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | null)} [error_code]
- * @property {(Record<string, any> | null)} [interrupt]
- * @property {number} [input_tokens] default 0
- * @property {number} [output_tokens] default 0
- * @property {number} [model_calls] default 0
+ * @property {RunStatus} status
+ * @property {(string | null)} error
+ * @property {(RunErrorCode | null)} error_code
+ * @property {(HITLRequest | null)} interrupt
+ * @property {number} input_tokens default 0
+ * @property {number} output_tokens default 0
+ * @property {number} model_calls default 0
  * @property {string} created_at date-time
- * @property {(string | null)} [started_at] date-time
- * @property {(string | null)} [finished_at] date-time
+ * @property {(string | null)} started_at date-time
+ * @property {(string | null)} finished_at date-time
+ */
+
+/**
+ * @typedef {("running" | "interrupted" | "completed" | "failed" | "cancelled")} RunStatus
  */
 
 /**
  * @typedef {Object} StateMessage
  * @property {(string | null)} id
- * @property {string} type
+ * @property {StateMessageType} type
  * @property {string} content
- * @property {(string | null)} [name]
- * @property {(Array<Record<string, any>> | null)} [tool_calls]
- * @property {(string | null)} [tool_call_id]
- * @property {(Record<string, any> | null)} [offload]
- * @property {boolean} [is_summary] default false
+ * @property {(string | null)} name
+ * @property {(Array<ToolCall> | null)} tool_calls
+ * @property {(string | null)} tool_call_id
+ * @property {(Offload | null)} offload
+ * @property {boolean} is_summary default false
+ */
+
+/**
+ * @typedef {("human" | "ai" | "tool" | "system")} StateMessageType
  */
 
 /**
  * @typedef {Object} StatusEvent
  * @property {"status"} type
- * @property {("running" | "interrupted" | "resumed" | "completed" | "failed" | "cancelled")} status
- * @property {boolean} [final] default false
- * @property {(string | null)} [error]
- * @property {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | null)} [error_code]
- * @property {(Record<string, any> | Array<any> | null)} [interrupt]
- * @property {(string | null)} [request_id] uuid
- * @property {boolean} [handoff] default false
- */
-
-/**
- * @typedef {Object} StatusFrame
- * @property {"status"} event
- * @property {string} id
- * @property {string} data JSON: StatusEvent
+ * @property {RunEventStatus} status
+ * @property {boolean} final default false
+ * @property {(string | null)} error
+ * @property {(RunErrorCode | null)} error_code
+ * @property {(HITLRequest | null)} interrupt
+ * @property {(string | null)} request_id uuid
+ * @property {boolean} handoff default false
  */
 
 /**
@@ -447,8 +485,8 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} SummaryInfo
  * @property {boolean} present
- * @property {number} [summarized_messages] default 0
- * @property {(string | null)} [text]
+ * @property {number} summarized_messages default 0
+ * @property {(string | null)} text
  */
 
 /**
@@ -456,7 +494,7 @@ async function request(config, op, args, options) {
  * @property {string} id uuid
  * @property {string} title
  * @property {string} agent_id
- * @property {("idle" | "running" | "interrupted" | "queued")} status
+ * @property {ThreadStatus} status
  * @property {Record<string, any>} metadata
  * @property {string} created_at date-time
  * @property {string} updated_at date-time
@@ -465,7 +503,18 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} ThreadPage
  * @property {Array<ThreadOut>} items
- * @property {(string | null)} [next_cursor]
+ * @property {(string | null)} next_cursor
+ */
+
+/**
+ * @typedef {("idle" | "running" | "interrupted" | "queued")} ThreadStatus
+ */
+
+/**
+ * @typedef {Object} ToolCall
+ * @property {(string | null)} id
+ * @property {string} name
+ * @property {Record<string, any>} args
  */
 
 /**
@@ -1028,7 +1077,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
 /**
  * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
  *
- * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (persisted AI/tool messages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`). A reconnect after the final event answers 204 (EventSource clients stop). Browsers' EventSource, which cannot send the API key, authenticates with `?stream_token=` from CreateStreamToken instead.
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (the id and seq of an AI/tool message the run stored: read it with ListMessages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`). A reconnect after the final event answers 204 (EventSource clients stop). Browsers' EventSource, which cannot send the API key, authenticates with `?stream_token=` from CreateStreamToken instead.
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, after?: number, stream_token?: (string | null)}} args

@@ -392,14 +392,15 @@ async function loadHistory(threadId, signal) {
 // --- transcript -------------------------------------------------------------------------------
 
 /**
- * One chat entry from the persisted history or a `message` stream event. An assistant message
- * takes the place of the bubble its streamed tokens were shown in.
- * @param {{id?: string, message_id?: string, role: string, content: string, tool_calls?: any[] | null,
+ * One chat entry from the persisted history (a `message` stream event names one: it is read
+ * with ListMessages). An assistant message takes the place of the bubble its streamed tokens
+ * were shown in (`streamed`, taken when its event came).
+ * @param {{id: string, role: string, content: string, tool_calls?: any[] | null,
  *          tool_call_id?: string | null, tool_name?: string | null, request_id?: string | null}} m
+ * @param {Element | null} [streamed]
  */
-function appendMessage(m) {
-  const id = m.id || m.message_id;
-  const streamed = m.role === "assistant" ? takeStream() : null;
+function appendMessage(m, streamed = m.role === "assistant" ? takeStream() : null) {
+  const id = m.id;
   if (id && state.shown.has(id)) {
     streamed?.remove();
     return;
@@ -782,7 +783,11 @@ function handleRunEvent(event, threadId) {
     return false;
   }
   if (event.event === "message") {
-    appendMessage(data);
+    // The event names the stored message; read them in order (one fetch after the other).
+    const streamed = data.role === "assistant" ? takeStream() : null;
+    state.messageReads = (state.messageReads || Promise.resolve()).then(() =>
+      showStoredMessage(data, threadId, streamed),
+    );
     return false;
   }
   if (event.event === "compression") {
@@ -810,6 +815,17 @@ function handleRunEvent(event, threadId) {
     refreshTurn(runId, threadId);
   }
   return Boolean(data.final);
+}
+
+/** Read the message a `message` event names (by its seq) and show it. */
+async function showStoredMessage(data, threadId, streamed) {
+  try {
+    const page = await api.listMessages({ thread_id: threadId, after_seq: Math.max(0, data.seq - 1), limit: 1 });
+    const stored = page.items.find((m) => m.id === data.message_id);
+    if (stored && threadId === state.threadId) appendMessage(stored, streamed);
+  } catch (err) {
+    if (threadId === state.threadId) toast(`Could not read a message: ${describeError(err)}`);
+  }
 }
 
 /** Re-read a run for its turn's status and token usage (both kept by the server). */

@@ -1,0 +1,183 @@
+"""The three generators a frontend would use turn the live OpenAPI document into clients, and a
+program running the README flow with each type-checks strictly with no cast, then runs against a
+live server (issue 21): @hey-api/openapi-ts and openapi-typescript + openapi-fetch under
+``tsc --strict``, openapi-python-client under ``mypy --strict``.
+
+The programs live in tests/clients/ (hey.ts, fetch.ts, python_flow.py) with the Node packages
+(package.json + package-lock.json), installed here with ``npm ci`` once per lock file into
+``.cache/client-checks/<hash of the lock>`` (gitignored), so later runs reuse them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.main import create_app
+from tests.conftest import API_KEY, make_settings
+from tests.support.corpus import DOC
+from tests.support.live_server import serve_in_thread
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENTS = ROOT / "tests" / "clients"
+BIN = Path(sys.executable).parent
+#: Casts, non-null assertions and checker escapes the programs must not need, per language.
+TS_CASTS = (" as ", "<any>", ": any", "!.", "!;", "!)", "@ts-")
+PY_CASTS = ("cast(", "type: ignore", "Any)", "Any =")
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(cmd)}:\n{output}"
+    return output
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    """``npm ci`` of tests/clients' lock file, cached by its hash (a file lock for xdist)."""
+    if shutil.which("npm") is None:
+        pytest.fail("npm is required (Node.js 20+) for the generated-client checks")
+    lock = (CLIENTS / "package-lock.json").read_bytes()
+    home = ROOT / ".cache" / "client-checks" / hashlib.sha256(lock).hexdigest()[:16]
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home.parent / "install.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not (home / "installed").exists():
+            shutil.rmtree(home / "node_modules", ignore_errors=True)
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(CLIENTS / name, home / name)
+            run(["npm", "ci", "--no-audit", "--no-fund"], home, timeout=600)
+            (home / "installed").write_text("ok")
+    return home / "node_modules"
+
+
+@pytest.fixture
+def live(clean_db: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A live server with a knowledge-base document, and its OpenAPI document on disk."""
+    import httpx
+
+    app = create_app(make_settings(clean_db, tmp_path / "workdir", worker_poll_seconds=0.1))
+    with serve_in_thread(app) as base_url:
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        doc = {"title": "Operations guide", "content": DOC}
+        added = httpx.post(
+            f"{base_url}/v1/knowledge-bases/default/documents", json=doc, headers=headers
+        )
+        assert added.status_code == 201, added.text
+        spec = tmp_path / "openapi.json"
+        spec.write_bytes(httpx.get(f"{base_url}/schema/openapi.json").content)
+        yield base_url, spec
+
+
+def no_casts(program: Path) -> None:
+    text = program.read_text()
+    found = [c for c in (PY_CASTS if program.suffix == ".py" else TS_CASTS) if c in text]
+    assert not found, f"{program.name} uses {found}"
+
+
+def typescript_project(tmp_path: Path, node_modules: Path, program: str) -> Path:
+    project = tmp_path / "ts"
+    project.mkdir()
+    (project / "node_modules").symlink_to(node_modules)
+    shutil.copy(CLIENTS / program, project / program)
+    config = json.loads((CLIENTS / "tsconfig.json").read_text())
+    (project / "tsconfig.json").write_text(json.dumps({**config, "files": [program]}))
+    no_casts(project / program)
+    return project
+
+
+def compile_and_run(project: Path, program: str, base_url: str) -> list[str]:
+    run([str(project / "node_modules" / ".bin" / "tsc"), "-p", "tsconfig.json"], project)
+    script = project / "out" / program.replace(".ts", ".js")
+    return run(["node", str(script), base_url, API_KEY], project).splitlines()
+
+
+def assert_flow(lines: list[str]) -> None:
+    """What every program prints: the final status frame, the finished run, a typed error."""
+    text = "\n".join(lines)
+    assert "run completed" in text or "final: completed" in text, text
+    assert any(line.startswith(("409: invalid_state", "409: thread_busy")) for line in lines), text
+
+
+def test_hey_api_client(live: tuple[str, Path], node_modules: Path, tmp_path: Path) -> None:
+    base_url, spec = live
+    project = typescript_project(tmp_path, node_modules, "hey.ts")
+    output = run(
+        [
+            str(node_modules / ".bin" / "openapi-ts"),
+            "-i",
+            str(spec),
+            "-o",
+            "gen",
+            "-c",
+            "@hey-api/client-fetch",
+        ],
+        project,
+    )
+    assert "warn" not in output.lower(), output
+    lines = compile_and_run(project, "hey.ts", base_url)
+    assert_flow(lines)
+    assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
+
+
+def test_openapi_typescript_and_fetch(
+    live: tuple[str, Path], node_modules: Path, tmp_path: Path
+) -> None:
+    base_url, spec = live
+    project = typescript_project(tmp_path, node_modules, "fetch.ts")
+    (project / "gen").mkdir()
+    run([str(node_modules / ".bin" / "openapi-typescript"), str(spec), "-o", "gen/api.ts"], project)
+    lines = compile_and_run(project, "fetch.ts", base_url)
+    assert_flow(lines)
+    assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
+
+
+def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
+    base_url, spec = live
+    # The generator's output as it is: its default post-hooks run whatever ruff finds, and a
+    # ruff fix turns client.py's ``*args: Any`` into ``*args: object``, which fails --strict.
+    config = tmp_path / "generator.yaml"
+    config.write_text("post_hooks: []\n")
+    output = run(
+        [
+            str(BIN / "openapi-python-client"),
+            "generate",
+            "--path",
+            str(spec),
+            "--output-path",
+            str(tmp_path / "threadkeeper_client"),
+            "--meta",
+            "none",
+            "--config",
+            str(config),
+        ],
+        tmp_path,
+    )
+    assert "Warning" not in output and "WARNING" not in output, output
+    program = tmp_path / "python_flow.py"
+    shutil.copy(CLIENTS / "python_flow.py", program)
+    no_casts(program)
+    # The program and, through its imports, the whole generated package: strict.
+    run(
+        [str(BIN / "mypy"), "--strict", "--no-incremental", "--config-file=", program.name],
+        tmp_path,
+    )
+    lines = run([sys.executable, program.name, base_url, API_KEY], tmp_path).splitlines()
+    assert_flow(lines)
+    assert "messages: assistant tool assistant" in lines, lines
+    assert "run: completed True" in lines, lines

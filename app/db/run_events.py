@@ -56,7 +56,7 @@ class HITLRequest(msgspec.Struct, kw_only=True):
     per ``action_requests`` item, in order, answers it (ResumeRun)."""
 
     action_requests: list[ActionRequest]
-    review_configs: list[ReviewConfig]
+    review_configs: list[ReviewConfig] = []
 
 
 def hitl_request(value: Any) -> HITLRequest | None:

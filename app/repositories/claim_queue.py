@@ -22,6 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL
+from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
 # ``heads``: each thread's oldest queued request (one ordered pass over the partial index).
 # ``ready``: those of idle threads, with the time each became ready; its previous run is the
@@ -80,7 +81,8 @@ AND r.{QUEUED_REQUEST_SQL}
 AND NOT EXISTS (
     SELECT 1 FROM agent_runs a WHERE a.conversation_id = :thread_id AND a.{ACTIVE_RUN_SQL}
 )
-RETURNING r.id, r.payload
+-- WaitRequest's followers of this request (app/services/run_feed.py) wake at commit.
+RETURNING r.id, r.payload, pg_notify(:channel, r.id::text)
 """
 )
 
@@ -125,7 +127,11 @@ class ClaimQueueRepository:
     async def dispatch_head(self, thread_id: uuid.UUID) -> Dispatched | None:
         """Mark the locked thread's oldest queued request dispatched; None when the thread
         has no queued request any more or a run is active on it (another worker was first)."""
-        row = (await self.session.execute(_DISPATCH, {"thread_id": thread_id})).first()
+        row = (
+            await self.session.execute(
+                _DISPATCH, {"thread_id": thread_id, "channel": RUN_EVENTS_CHANNEL}
+            )
+        ).first()
         return None if row is None else Dispatched(row.id, row.payload)
 
     async def seconds_to_next_expiry(self) -> float | None:

@@ -248,7 +248,7 @@ async def test_followers_are_capped_per_principal_and_per_process_before_they_st
         await asyncio.wait_for(asyncio.gather(*(s.task for s in alice)), 60)
         assert all(s.ended_cleanly and s.frames[-1]["final"] for s in alice)
         again = await h.client.get(f"/v1/runs/{alice_run}/events", headers=AUTH)
-        assert again.status_code == 200 and '"final": true' in again.text
+        assert again.status_code == 200 and '"final":true' in again.text
         await bob.close()
         await until(lambda: h.app.state.followers.open_count() == 0, "bob's place back")
 
@@ -266,8 +266,8 @@ async def test_an_open_stream_survives_an_exhausted_pool_and_new_ones_are_refuse
             # An event arrives: the stream is woken, its read finds no connection in time.
             with psycopg.connect(libpq_url(clean_db), autocommit=True) as conn:
                 conn.execute(
-                    "INSERT INTO run_events (run_id, type, data) VALUES (%s, 'status', %s)",
-                    (run_id, json.dumps({"status": "probe"})),
+                    "INSERT INTO run_events (run_id, type, data) VALUES (%s, 'delta', %s)",
+                    (run_id, json.dumps({"lc_id": "probe", "text": "probe"})),
                 )
                 conn.execute("SELECT pg_notify(%s, %s)", (RUN_EVENTS_CHANNEL, run_id))
             # A new stream is refused before it starts, never half-open.
@@ -278,7 +278,7 @@ async def test_an_open_stream_survives_an_exhausted_pool_and_new_ones_are_refuse
         finally:
             for conn in held:
                 await conn.close()
-        await until(lambda: stream.frames[-1].get("status") == "probe", "the probe event")
+        await until(lambda: stream.frames[-1].get("lc_id") == "probe", "the probe event")
         await finish(h, run_id)
         await asyncio.wait_for(stream.task, 60)
         assert stream.ended_cleanly and stream.frames[-1]["final"] is True

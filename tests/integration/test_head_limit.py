@@ -38,6 +38,7 @@ def _assert_431(status: int, headers: dict[str, str], body: bytes) -> None:
     assert json.loads(body) == {
         "error": "request_header_too_large",
         "detail": f"request head larger than {LIMIT} bytes",
+        "fields": None,
     }
 
 

@@ -99,4 +99,5 @@ async def test_reproduction_turn_alone_over_the_threshold_is_reported_not_looped
         assert st["capabilities"]["manual_compression"] == {
             "available": False,
             "reason": "nothing_to_compress",
+            "detail": None,
         }

@@ -110,7 +110,7 @@ async def test_sigterm_ends_open_streams_and_drains_the_in_process_worker(
                 assert code == 0, log.read_text()[-3000:]
                 # The stream ended by itself, as a complete body (no transport error).
                 await asyncio.wait_for(stream, 10)
-                assert any('"status": "interrupted"' in x for x in lines), lines
+                assert any('"status":"interrupted"' in x for x in lines), lines
                 with contextlib.suppress(Exception):
                     srv.responder = None
     # The drain ran before the exit: the busy run was handed over (released, not failed) and

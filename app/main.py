@@ -30,6 +30,7 @@ from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
+from app.api.langgraph import langgraph_handlers
 from app.api.observe import observe_requests
 from app.api.openapi import document_retry_after
 from app.api.rate_limit import RateLimiter, rate_limit_guard
@@ -102,8 +103,18 @@ def cors_config(settings: HttpSettings) -> CORSConfig | None:
             "Idempotency-Key",
             "Last-Event-ID",
             "X-Request-ID",
+            "X-Api-Key",  # the LangGraph surface (langgraph-sdk, Agent Chat UI)
+            "Cache-Control",
         ],
-        expose_headers=["X-Request-ID", "ETag", "Digest", "Retry-After"],
+        # Content-Location / Location: the LangGraph SDKs read the run id and the join stream.
+        expose_headers=[
+            "X-Request-ID",
+            "ETag",
+            "Digest",
+            "Retry-After",
+            "Content-Location",
+            "Location",
+        ],
         max_age=600,
     )
 
@@ -152,7 +163,7 @@ def create_app(
     )
     ops = [health, ready, *([prometheus_metrics] if settings.telemetry.metrics_enabled else [])]
     app = Litestar(
-        route_handlers=[*ops, v1, *console_handlers()],
+        route_handlers=[*ops, v1, *console_handlers(), *langgraph_handlers()],
         lifespan=[lifespan],
         dependencies={
             "principal": Provide(provide_principal),
@@ -164,6 +175,9 @@ def create_app(
             "agent_state_service": _from_container("agent_state"),
             "compression_service": _from_container("compression"),
             "workdir_file_service": _from_container("workdir_files"),
+            "lg_threads": _from_container("lg_threads"),
+            "lg_runs": _from_container("lg_runs"),
+            "lg_streams": _from_container("lg_streams"),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         cors_config=cors_config(settings.http),

@@ -57,6 +57,21 @@ class ThreadBusy(DomainError):
     status_code = 409
 
 
+class NotSupported(DomainError):
+    """A request this surface understands but Threadkeeper does not do (e.g. branching from an
+    older checkpoint, crons, the store)."""
+
+    code = "not_supported"
+    status_code = 501
+
+
+class AlreadyExists(DomainError):
+    """A client-chosen id that is already taken (LangGraph ``if_exists: raise``)."""
+
+    code = "conflict"
+    status_code = 409
+
+
 class InvalidState(DomainError):
     """The operation does not fit the resource's current state (e.g. resume a completed run)."""
 

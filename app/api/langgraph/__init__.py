@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from litestar import Litestar, Request, Response, Router, get
+from litestar.di import Provide
 from litestar.exceptions import ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
@@ -25,6 +26,15 @@ from app.api.rate_limit import rate_limit_guard
 from app.domain.errors import ValidationFailed
 
 OPENAPI_PATH = "/langgraph/openapi.json"
+#: The dependencies the surface's handlers name (provided by ``create_app`` from the container).
+DEPENDENCIES = ("principal", "lg_threads", "lg_runs", "lg_streams", "compression_service")
+
+
+def _unserved(name: str) -> Provide:
+    def provider() -> None:  # pragma: no cover - the throwaway app only renders the document
+        raise RuntimeError(f"{name} is not served by the documentation app")
+
+    return Provide(provider, sync_to_thread=False)
 
 
 def _unprocessable(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -80,6 +90,7 @@ def langgraph_openapi() -> dict[str, Any]:
                 }
             ),
         ),
+        dependencies={name: _unserved(name) for name in DEPENDENCIES},
         logging_config=None,
     )
     return app.openapi_schema.to_schema()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
@@ -14,6 +13,8 @@ from tests.conftest import API_KEY, AppFactory
 from tests.support.api import add_doc, seed_kb
 from tests.support.corpus import BIG
 from tests.support.live_server import serve_in_loop
+from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,7 @@ async def test_core_flow_with_every_stream_mode(app_factory: AppFactory) -> None
         values = [d for e, d in parts if e == "values"]
         assert values[0]["messages"][0]["id"] == "msg-1"
         final = values[-1]["messages"]
-        assert [m["type"] for m in final][0] == "human" and final[-1]["type"] == "ai"
+        assert final[0]["type"] == "human" and final[-1]["type"] == "ai"
         assert "lease" in final[-1]["content"].lower()
         assert any(e == "updates" and "model" in d for e, d in parts)
         tuples = [d for e, d in parts if e == "messages"]
@@ -177,3 +178,126 @@ async def test_compression_route_and_pressure(app_factory: AppFactory) -> None:
         tk = after["values"]["threadkeeper"]
         assert tk["input_tokens"] == out["after_tokens"]
         assert tk["pressure"] < before["values"]["threadkeeper"]["pressure"]
+
+
+async def test_interrupt_then_resume_with_an_edit(app_factory: AppFactory) -> None:
+    async with app_factory(approval_tools="query_kb") as h, serve_in_loop(h.app) as url:
+        await add_doc(h)
+        client = get_client(url=url, api_key=API_KEY)
+        tid = (await client.threads.create())["thread_id"]
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid, "default", input=human("lease?"), stream_mode=["values", "updates"]
+            )
+        ]
+        run_id = parts[0].data["run_id"]
+        last = [p.data for p in parts if p.event == "values"][-1]
+        interrupt = last["__interrupt__"][0]
+        assert interrupt["value"]["action_requests"][0]["name"] == "query_kb"
+        assert any(p.event == "updates" and "__interrupt__" in p.data for p in parts)
+        # As LangGraph's server reports it: the run ended, the thread waits for a decision.
+        assert (await client.runs.get(tid, run_id))["status"] == "success"
+        assert (await client.threads.get(tid))["status"] == "interrupted"
+        state = await client.threads.get_state(tid)
+        task_interrupt = state["tasks"][0]["interrupts"][0]
+        assert task_interrupt["value"] == interrupt["value"]
+        assert state["interrupts"] == [task_interrupt]
+
+        decision = {
+            "type": "edit",
+            "edited_action": {"name": "query_kb", "args": {"query": "heartbeat renewal"}},
+        }
+        resumed = [
+            p
+            async for p in client.runs.stream(
+                tid, "default", command={"resume": {"decisions": [decision]}}
+            )
+        ]
+        assert resumed[0].event == "metadata" and resumed[0].data["run_id"] != run_id
+        final = [p.data for p in resumed if p.event == "values"][-1]["messages"]
+        assert [m["type"] for m in final] == ["human", "ai", "tool", "ai"]
+        # The tool ran with the edited arguments.
+        assert 'query_kb with arguments {"query": "heartbeat renewal"}' in final[2]["content"]
+        assert "__interrupt__" not in [p.data for p in resumed if p.event == "values"][-1]
+        assert (await client.threads.get(tid))["status"] == "idle"
+        assert (await client.threads.get_state(tid))["tasks"] == []
+        # Resuming a thread that waits for nothing is refused.
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await client.runs.wait(tid, "default", command={"resume": {"decisions": [decision]}})
+        assert refused.value.response.status_code == 422
+
+
+async def test_reject_busy_enqueue_in_order_and_cancel(app_factory: AppFactory) -> None:
+    with OpenAICompatibleServer() as srv:
+        srv.hold()
+        overrides = {"llm_base_url": srv.base_url, "llm_api_key": "k"}
+        async with app_factory(**overrides) as h, serve_in_loop(h.app) as url:
+            client = get_client(url=url, api_key=API_KEY)
+            tid = (await client.threads.create())["thread_id"]
+            first = await client.runs.create(tid, "default", input=human("first"))
+            await wait_until(
+                lambda: _status(client, tid, first["run_id"], "running"), "the first run"
+            )
+            assert (await client.threads.get(tid))["status"] == "busy"
+            with pytest.raises(ConflictError):
+                await client.runs.create(
+                    tid, "default", input=human("refused"), multitask_strategy="reject"
+                )
+            busy = await h.client.post(
+                f"/threads/{tid}/state", json={"values": {}}, headers={"X-Api-Key": API_KEY}
+            )
+            assert busy.status_code == 409 and busy.json()["error"] == "thread_busy"
+            second = await client.runs.create(tid, "default", input=human("second"))
+            third = await client.runs.create(tid, "default", input=human("third"))
+            assert second["status"] == "pending" and third["status"] == "pending"
+            await client.runs.cancel(tid, first["run_id"])
+            srv.release()
+            srv.block = None
+            joined = await client.runs.join(tid, third["run_id"])
+            runs = await client.runs.list(tid)
+            assert [r["run_id"] for r in runs] == [
+                third["run_id"],
+                second["run_id"],
+                first["run_id"],
+            ]
+            assert [r["status"] for r in runs] == ["success", "success", "interrupted"]
+            # FIFO: the second was answered before the third; the refused input never entered.
+            texts = [m["content"] for m in joined["messages"]]
+            assert texts.index("Echo: second") < texts.index("Echo: third")
+            assert "refused" not in texts
+
+
+async def test_join_stream_after_a_reconnect(app_factory: AppFactory) -> None:
+    async with app_factory() as h, serve_in_loop(h.app) as url:
+        await add_doc(h)
+        client = get_client(url=url, api_key=API_KEY)
+        tid = (await client.threads.create())["thread_id"]
+        modes = ["updates", "messages-tuple", "custom"]
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid, "default", input=human("lease?"), stream_mode=modes, stream_resumable=True
+            )
+        ]
+        run_id = parts[0].data["run_id"]
+        later = parts[1:]
+        assert len(later) >= 3 and all(p.id for p in later)
+        cut = len(later) // 2
+        rejoined = [
+            p
+            async for p in client.runs.join_stream(
+                tid, run_id, stream_mode=modes, last_event_id=later[cut - 1].id
+            )
+        ]
+        assert [(p.event, p.id, p.data) for p in rejoined[1:]] == [
+            (p.event, p.id, p.data) for p in later[cut:]
+        ]
+        # After the end the run is finished, so a reconnecting client stops there.
+        assert (await client.runs.get(tid, run_id))["status"] == "success"
+        joined = await client.runs.join(tid, run_id)
+        assert joined["messages"][-1]["type"] == "ai"
+
+
+async def _status(client: Any, tid: str, run_id: str, status: str) -> bool:
+    return bool((await client.runs.get(tid, run_id))["status"] == status)

@@ -153,6 +153,16 @@ async def test_auth_cors_and_errors(app_factory: AppFactory) -> None:
         assert bad.status_code == 422, bad.text
         crons = await c.post("/runs/crons", json={}, headers=key)
         assert crons.status_code == 501 and crons.json()["error"] == "not_supported"
+        for method, path in [
+            ("POST", f"/threads/{tid}/runs/crons"),
+            ("POST", "/assistants"),
+            ("POST", "/store/items/search"),
+            ("POST", f"/threads/{tid}/copy"),
+        ]:
+            refused = await c.request(method, path, json={}, headers=key)
+            assert refused.status_code == 501, (path, refused.text)
+            assert "not supported" in refused.json()["detail"]
+        assert (await c.delete("/assistants/default", headers=key)).status_code == 405
         assert (await c.get("/assistants/nope", headers=key)).status_code == 404
         doc = (await c.get("/langgraph/openapi.json")).json()
         assert "/threads/{thread_id}/runs/stream" in doc["paths"]

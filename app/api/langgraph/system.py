@@ -37,17 +37,28 @@ async def ok() -> dict[str, Any]:
 
 
 @route(
-    ["/runs", "/runs/{rest:path}", "/store/{rest:path}", "/threads/{thread_id:str}/copy"],
+    [
+        "/runs",
+        "/runs/{rest:path}",
+        "/store/{rest:path}",
+        "/threads/{thread_id:str}/copy",
+        "/threads/{thread_id:str}/runs/crons",
+        "/assistants",
+        "/assistants/{assistant_id:str}/versions",
+        "/assistants/{assistant_id:str}/latest",
+    ],
     http_method=["GET", "POST", "PUT", "PATCH", "DELETE"],
     operation_id="LangGraphNotSupported",
     tags=["system"],
     include_in_schema=False,
 )
 async def not_supported(request: Request[Any, Any, Any]) -> None:
-    """Crons, the store, stateless runs and thread copies are not part of Threadkeeper."""
+    """Crons, the store, stateless runs, thread copies and assistant writes (assistants are
+    the configured agents) are not part of Threadkeeper."""
     raise NotSupported(
         f"{request.method} {request.url.path} is not supported by Threadkeeper's LangGraph API "
-        "(no crons, store, stateless runs or thread copies): see the README's support table"
+        "(no crons, store, stateless runs, thread copies or assistant changes: assistants are "
+        "the configured agents); see the README's support table"
     )
 
 

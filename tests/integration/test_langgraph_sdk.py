@@ -311,3 +311,29 @@ async def test_join_stream_after_a_reconnect(app_factory: AppFactory) -> None:
 
 async def _status(client: Any, tid: str, run_id: str, status: str) -> bool:
     return bool((await client.runs.get(tid, run_id))["status"] == status)
+
+
+async def test_on_disconnect_cancel_cancels_the_run(app_factory: AppFactory) -> None:
+    with OpenAICompatibleServer() as srv:
+        srv.hold()
+        overrides = {"llm_base_url": srv.base_url, "llm_api_key": "k"}
+        async with app_factory(**overrides) as h, serve_in_loop(h.app) as url:
+            client = get_client(url=url, api_key=API_KEY)
+            tid = (await client.threads.create())["thread_id"]
+            body = {"assistant_id": "default", "input": human("hi"), "on_disconnect": "cancel"}
+            async with (
+                httpx.AsyncClient(base_url=url, headers={"X-Api-Key": API_KEY}) as raw,
+                raw.stream("POST", f"/threads/{tid}/runs/stream", json=body) as resp,
+            ):
+                assert resp.status_code == 200
+                location = resp.headers["content-location"]
+                assert resp.headers["location"].startswith(location + "/stream")
+                async for line in resp.aiter_lines():
+                    if line.startswith("data:"):
+                        break  # the metadata part; then the client leaves
+            run_id = location.rsplit("/", 1)[1]
+            await wait_until(
+                lambda: _status(client, tid, run_id, "interrupted"), "the run to be cancelled"
+            )
+            srv.release()
+            srv.block = None

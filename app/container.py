@@ -37,6 +37,9 @@ from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
 from app.services.knowledge_base import KnowledgeBaseService
+from app.services.langgraph.runs import LangGraphRunService
+from app.services.langgraph.stream import LangGraphStreams
+from app.services.langgraph.threads import LangGraphThreadService
 from app.services.run_feed import RunFeed
 from app.services.runs import RunService
 from app.services.threads import ThreadService
@@ -72,6 +75,10 @@ class Container:
     workdir_files: WorkdirFileService
     worker: RunWorker
     notifier: RunEventNotifier
+    #: The LangGraph Agent Server API's use cases (app/services/langgraph), set after the rest.
+    lg_threads: LangGraphThreadService = field(init=False)
+    lg_runs: LangGraphRunService = field(init=False)
+    lg_streams: LangGraphStreams = field(init=False)
     _closed: bool = field(default=False)
     _schema_at_head: bool = field(default=False)
 
@@ -216,6 +223,18 @@ async def build_container(
         worker=worker,
         notifier=notifier,
     )
+    container.lg_threads = LangGraphThreadService(
+        sessions, db.lock_timeout_ms, agents, container.threads, container.agent_state
+    )
+    container.lg_runs = LangGraphRunService(
+        sessions,
+        db.lock_timeout_ms,
+        container.lg_threads,
+        container.runs,
+        agents,
+        on_enqueued=wake,
+    )
+    container.lg_streams = LangGraphStreams(sessions, container.lg_runs, container.feed)
     if serve_streams or run_in_process:
         notifier.start()
     if run_in_process:

@@ -28,6 +28,7 @@ from app.api.controllers.threads import ThreadController
 from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
+from app.api.langgraph import langgraph_handlers
 from app.api.observe import observe_requests
 from app.api.openapi import dedupe_security, document_errors
 from app.api.openapi_types import shape_types
@@ -112,8 +113,19 @@ def cors_config(settings: HttpSettings) -> CORSConfig | None:
             "Idempotency-Key",
             "Last-Event-ID",
             "X-Request-ID",
+            "X-Api-Key",  # the LangGraph surface (langgraph-sdk, Agent Chat UI)
+            "Cache-Control",
         ],
-        expose_headers=["X-Request-ID", "ETag", "Repr-Digest", "X-Content-SHA256", "Retry-After"],
+        # Content-Location / Location: the LangGraph SDKs read the run id and the join stream.
+        expose_headers=[
+            "X-Request-ID",
+            "ETag",
+            "Repr-Digest",
+            "X-Content-SHA256",
+            "Retry-After",
+            "Content-Location",
+            "Location",
+        ],
         max_age=600,
     )
 
@@ -173,7 +185,7 @@ def create_app(
     )
     ops = [health, ready, *([prometheus_metrics] if settings.telemetry.metrics_enabled else [])]
     app = Litestar(
-        route_handlers=[*ops, v1, *console_handlers()],
+        route_handlers=[*ops, v1, *console_handlers(), *langgraph_handlers()],
         lifespan=[lifespan],
         dependencies={
             "principal": Provide(provide_principal),
@@ -186,6 +198,9 @@ def create_app(
             "compression_service": _from_container("compression"),
             "workdir_file_service": _from_container("workdir_files"),
             "agent_registry": _from_container("agents"),
+            "lg_threads": _from_container("lg_threads"),
+            "lg_runs": _from_container("lg_runs"),
+            "lg_streams": _from_container("lg_streams"),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         cors_config=cors_config(settings.http),

@@ -83,6 +83,21 @@ class ThreadBusy(DomainError):
     status_code = 409
 
 
+class NotImplementedHere(DomainError):
+    """A request the LangGraph surface understands but Threadkeeper does not do (e.g. branching from an
+    older checkpoint, crons, the store)."""
+
+    code = "not_supported"
+    status_code = 501
+
+
+class AlreadyExists(DomainError):
+    """A client-chosen id that is already taken (LangGraph ``if_exists: raise``)."""
+
+    code = "conflict"
+    status_code = 409
+
+
 class InvalidState(DomainError):
     """The operation does not fit the resource's current state (e.g. resume a completed run)."""
 

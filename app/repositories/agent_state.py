@@ -26,6 +26,15 @@ class AgentStateSnapshot:
     next: tuple[str, ...]
     #: Pending LangGraph interrupts (a run waiting for a human decision).
     interrupts: tuple[Any, ...] = ()
+    #: The head checkpoint's id and its parent's (None before the first run).
+    checkpoint_id: str | None = None
+    parent_checkpoint_id: str | None = None
+    created_at: str | None = None
+
+
+def _checkpoint_id(config: Any) -> str | None:
+    value = ((config or {}).get("configurable") or {}).get("checkpoint_id")
+    return str(value) if value else None
 
 
 def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
@@ -34,6 +43,9 @@ def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
         messages=list(values.get("messages", [])),
         next=tuple(state.next or ()),
         interrupts=tuple(state.interrupts or ()),
+        checkpoint_id=_checkpoint_id(state.config),
+        parent_checkpoint_id=_checkpoint_id(state.parent_config),
+        created_at=state.created_at,
     )
 
 

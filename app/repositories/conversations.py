@@ -34,10 +34,21 @@ class ConversationRepository:
         self.session = session
 
     async def create(
-        self, *, owner_id: str, agent_id: str, title: str, metadata: dict[str, Any] | None = None
+        self,
+        *,
+        owner_id: str,
+        agent_id: str,
+        title: str,
+        metadata: dict[str, Any] | None = None,
+        thread_id: uuid.UUID | None = None,
     ) -> Conversation:
+        """``thread_id``: a client-chosen id (the LangGraph surface); taken ids fail on the key."""
         conv = Conversation(
-            id=uuid.uuid4(), owner_id=owner_id, agent_id=agent_id, title=title, meta=metadata or {}
+            id=thread_id or uuid.uuid4(),
+            owner_id=owner_id,
+            agent_id=agent_id,
+            title=title,
+            meta=metadata or {},
         )
         self.session.add(conv)
         await self.session.flush()
@@ -81,6 +92,53 @@ class ConversationRepository:
             )
         stmt = stmt.order_by(Conversation.created_at.desc(), Conversation.id.desc()).limit(limit)
         return (await self.session.scalars(stmt)).all()
+
+    async def search_owned(
+        self,
+        owner_id: str,
+        *,
+        metadata: dict[str, Any] | None,
+        ids: Sequence[uuid.UUID] | None,
+        limit: int,
+        offset: int,
+        sort_by: str = "created_at",
+        descending: bool = True,
+    ) -> Sequence[Conversation]:
+        """Offset-paginated search (the LangGraph surface): JSONB containment, optional ids,
+        sorted by ``created_at`` / ``updated_at`` / ``thread_id``."""
+        column = {
+            "created_at": Conversation.created_at,
+            "updated_at": Conversation.updated_at,
+            "thread_id": Conversation.id,
+        }[sort_by]
+        stmt = self._owned_filter(select(Conversation), owner_id, metadata, ids)
+        order = column.desc() if descending else column.asc()
+        stmt = stmt.order_by(order, Conversation.id.desc()).limit(limit).offset(offset)
+        return (await self.session.scalars(stmt)).all()
+
+    async def count_owned(
+        self,
+        owner_id: str,
+        *,
+        metadata: dict[str, Any] | None,
+        ids: Sequence[uuid.UUID] | None = None,
+    ) -> int:
+        stmt = self._owned_filter(select(func.count(Conversation.id)), owner_id, metadata, ids)
+        return int(await self.session.scalar(stmt) or 0)
+
+    @staticmethod
+    def _owned_filter(
+        stmt: Any,
+        owner_id: str,
+        metadata: dict[str, Any] | None,
+        ids: Sequence[uuid.UUID] | None,
+    ) -> Any:
+        stmt = stmt.where(Conversation.owner_id == owner_id)
+        if metadata:
+            stmt = stmt.where(Conversation.meta.contains(metadata))
+        if ids is not None:
+            stmt = stmt.where(Conversation.id.in_(list(ids)))
+        return stmt
 
     async def lock(
         self, thread_id: uuid.UUID, *, owner_id: str | None = None, timeout_ms: int = 5000

@@ -115,6 +115,7 @@ class IntakeRepository:
         lock_timeout_ms: int,
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
+        lc_id: str | None = None,
     ) -> AcceptedRow:
         """Message + queued request under the thread's row lock, or (``idempotency_key`` used
         before on this thread) the earlier request, unchanged. NotFound for a thread the owner
@@ -134,6 +135,7 @@ class IntakeRepository:
                     lock_timeout_ms=lock_timeout_ms,
                     idempotency_key=idempotency_key,
                     fingerprint=fingerprint,
+                    lc_id=lc_id,
                 )
             except IntegrityError as exc:
                 if attempt == 2 or constraint_of(exc) != IDEMPOTENCY_KEY_INDEX:
@@ -149,9 +151,11 @@ class IntakeRepository:
         lock_timeout_ms: int,
         idempotency_key: str | None,
         fingerprint: str | None,
+        lc_id: str | None = None,
     ) -> AcceptedRow:
+        """``lc_id``: the user message's LangChain id (a LangGraph client may choose it)."""
         message_id, request_id = uuid.uuid4(), uuid.uuid4()
-        lc_id = f"user-{uuid.uuid4()}"
+        lc_id = lc_id or f"user-{uuid.uuid4()}"
         payload = {"content": content, "message_id": str(message_id), "lc_id": lc_id}
         async with lock_errors_as_busy("the thread is locked by another operation"):
             result = await self.conn.execute(

@@ -67,6 +67,17 @@ class RunEventRepository:
         )
         return len(result.all())
 
+    async def last_status_event(self, run_id: uuid.UUID, status: str) -> int:
+        """The id of the run's latest ``status`` event with this status (0 when none)."""
+        found = await self.session.scalar(
+            select(func.max(RunEvent.id)).where(
+                RunEvent.run_id == run_id,
+                RunEvent.type == "status",
+                RunEvent.data["status"].astext == status,
+            )
+        )
+        return int(found or 0)
+
     async def after(
         self, run_id: uuid.UUID, after_id: int, *, limit: int = 500
     ) -> Sequence[RunEvent]:

@@ -94,6 +94,20 @@ class RunRequestRepository:
         )
         return set(rows)
 
+    async def list_for_thread(
+        self, thread_id: uuid.UUID, *, limit: int, offset: int = 0
+    ) -> Sequence[AgentRunRequest]:
+        """The thread's run requests, newest first (the LangGraph surface lists them as runs)."""
+        return (
+            await self.session.scalars(
+                select(AgentRunRequest)
+                .where(AgentRunRequest.thread_id == thread_id)
+                .order_by(AgentRunRequest.seq.desc())
+                .limit(limit)
+                .offset(offset)
+            )
+        ).all()
+
 
 class RunRepository:
     def __init__(self, session: AsyncSession) -> None:

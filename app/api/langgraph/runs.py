@@ -1,0 +1,294 @@
+"""LangGraph runs on a thread: stream / wait / background, list, get, cancel, join, join stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import msgspec
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import Parameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED, HTTP_204_NO_CONTENT
+
+from app.api.auth import principal_of
+from app.api.controllers.runs import KEEPALIVE_SECONDS
+from app.api.followers import FollowerLease, Followers
+from app.api.langgraph.schemas import RunCreateIn, RunInputIn
+from app.domain.errors import ValidationFailed
+from app.services.langgraph.runs import LangGraphRun, LangGraphRunService, RunInput
+from app.services.langgraph.stream import Cursor, LangGraphStreams, Part, parse_last_event_id
+
+#: What a join stream sends when the client names no modes.
+DEFAULT_JOIN_MODES = ("values", "updates", "messages-tuple", "custom")
+#: Cancellations started by a client leaving an ``on_disconnect: cancel`` stream.
+_CANCELS: set[asyncio.Task[None]] = set()
+
+
+def run_input(data: RunCreateIn) -> RunInput:
+    """The run's body -> what the service needs; 422 for what Threadkeeper cannot do."""
+    if data.multitask_strategy in ("interrupt", "rollback"):
+        raise ValidationFailed(
+            "multitask_strategy must be enqueue or reject (interrupt/rollback are not supported)",
+            field="multitask_strategy",
+        )
+    checkpoint_id = data.checkpoint.checkpoint_id if data.checkpoint else data.checkpoint_id
+    common: dict[str, Any] = {
+        "assistant_id": data.assistant_id,
+        "multitask_strategy": data.multitask_strategy,
+        "if_not_exists": data.if_not_exists,
+        "checkpoint_id": checkpoint_id,
+    }
+    if data.command is not None and data.command.resume is not None:
+        if data.input:
+            raise ValidationFailed("send either input or command.resume", field="input")
+        return RunInput(text=None, message_id=None, resume=data.command.resume, **common)
+    try:
+        parsed = msgspec.convert(data.input or {}, RunInputIn)
+    except msgspec.ValidationError as exc:
+        raise ValidationFailed(
+            f"input must be {{messages: [one human message]}} with text content: {exc}",
+            field="input",
+        ) from exc
+    message = parsed.messages[0]
+    content = message.content
+    text = content if isinstance(content, str) else "\n".join(b.text for b in content)
+    if not text.strip():
+        raise ValidationFailed("the message's text must not be blank", field="input.messages")
+    return RunInput(text=text, message_id=message.id, **common)
+
+
+def modes_of(stream_mode: str | Sequence[str]) -> list[str]:
+    return [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+
+
+def run_path(run: LangGraphRun) -> str:
+    return f"/threads/{run.thread_id}/runs/{run.run_id}"
+
+
+def stream_location(run: LangGraphRun, modes: Sequence[str]) -> str:
+    """The join stream; it names the modes, so a reconnect gets the parts it asked for."""
+    return f"{run_path(run)}/stream?{urlencode([('stream_mode', m) for m in modes])}"
+
+
+async def final_values(parts: AsyncIterator[Part | None]) -> dict[str, Any]:
+    """What /wait and /join answer: the last ``values`` (with ``__interrupt__`` when the run
+    stopped for approval), or ``{__error__}`` when it failed."""
+    last: dict[str, Any] = {}
+    async for part in parts:
+        if part is None:
+            continue
+        if part.event == "values":
+            last = part.data
+        elif part.event == "error":
+            return {**last, "__error__": part.data}
+    return last
+
+
+class LangGraphRunController(Controller):
+    path = "/threads/{thread_id:uuid}/runs"
+    tags = ["runs"]
+
+    @post("/stream", operation_id="StreamRun", status_code=HTTP_200_OK)
+    async def stream(
+        self,
+        request: Request[Any, Any, Any],
+        thread_id: uuid.UUID,
+        data: RunCreateIn,
+        lg_runs: NamedDependency[LangGraphRunService],
+        lg_streams: NamedDependency[LangGraphStreams],
+    ) -> ServerSentEvent:
+        principal = principal_of(request)
+        followers: Followers = request.app.state.followers
+        lease = followers.admit(principal)
+        try:
+            run = await lg_runs.start(thread_id, principal, run_input(data))
+        except BaseException:
+            lease.release()
+            raise
+        modes = modes_of(data.stream_mode)
+        parts = lg_streams.parts(
+            run,
+            principal,
+            modes,
+            after=Cursor(),
+            with_ids=data.stream_resumable,
+            keepalive=KEEPALIVE_SECONDS,
+            stop=followers.closing,
+        )
+        cancel = data.on_disconnect == "cancel"
+        return ServerSentEvent(
+            _frames(parts, lease, lg_runs if cancel else None, run, principal, followers),
+            headers={
+                "Content-Location": run_path(run),
+                "Location": stream_location(run, modes),
+            },
+        )
+
+    @post("/wait", operation_id="WaitRun", status_code=HTTP_200_OK)
+    async def wait(
+        self,
+        request: Request[Any, Any, Any],
+        thread_id: uuid.UUID,
+        data: RunCreateIn,
+        lg_runs: NamedDependency[LangGraphRunService],
+        lg_streams: NamedDependency[LangGraphStreams],
+    ) -> Response[dict[str, Any]]:
+        principal = principal_of(request)
+        followers: Followers = request.app.state.followers
+        with followers.hold(principal):
+            run = await lg_runs.start(thread_id, principal, run_input(data))
+            parts = lg_streams.parts(
+                run,
+                principal,
+                ["values"],
+                after=Cursor(),
+                with_ids=False,
+                keepalive=KEEPALIVE_SECONDS,
+                stop=followers.closing,
+            )
+            body = await final_values(parts)
+        return Response(body, headers={"Content-Location": run_path(run)})
+
+    @post("/", operation_id="CreateRun", status_code=HTTP_200_OK)
+    async def create(
+        self,
+        request: Request[Any, Any, Any],
+        thread_id: uuid.UUID,
+        data: RunCreateIn,
+        lg_runs: NamedDependency[LangGraphRunService],
+    ) -> Response[dict[str, Any]]:
+        run = await lg_runs.start(thread_id, principal_of(request), run_input(data))
+        return Response(run.json(), headers={"Content-Location": run_path(run)})
+
+    @get("/", operation_id="ListRuns")
+    async def list_runs(
+        self,
+        thread_id: uuid.UUID,
+        principal: NamedDependency[str],
+        lg_runs: NamedDependency[LangGraphRunService],
+        limit: Annotated[int, Parameter(ge=1, le=1000)] = 10,
+        offset: Annotated[int, Parameter(ge=0)] = 0,
+    ) -> list[dict[str, Any]]:
+        runs = await lg_runs.list(thread_id, principal, limit=limit, offset=offset)
+        return [r.json() for r in runs]
+
+    @get("/{run_id:uuid}", operation_id="GetRun")
+    async def get_run(
+        self,
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        lg_runs: NamedDependency[LangGraphRunService],
+    ) -> dict[str, Any]:
+        return (await lg_runs.get(thread_id, run_id, principal)).json()
+
+    @delete("/{run_id:uuid}", operation_id="DeleteRun", status_code=HTTP_204_NO_CONTENT)
+    async def delete_run(
+        self,
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        lg_runs: NamedDependency[LangGraphRunService],
+    ) -> None:
+        await lg_runs.delete(thread_id, run_id, principal)
+
+    @post("/{run_id:uuid}/cancel", operation_id="CancelRun", status_code=HTTP_202_ACCEPTED)
+    async def cancel(
+        self,
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        principal: NamedDependency[str],
+        lg_runs: NamedDependency[LangGraphRunService],
+    ) -> None:
+        await lg_runs.cancel(thread_id, run_id, principal)
+
+    @get("/{run_id:uuid}/join", operation_id="JoinRun")
+    async def join(
+        self,
+        request: Request[Any, Any, Any],
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        lg_runs: NamedDependency[LangGraphRunService],
+        lg_streams: NamedDependency[LangGraphStreams],
+    ) -> dict[str, Any]:
+        principal = principal_of(request)
+        followers: Followers = request.app.state.followers
+        with followers.hold(principal):
+            run = await lg_runs.get(thread_id, run_id, principal)
+            parts = lg_streams.parts(
+                run,
+                principal,
+                ["values"],
+                after=Cursor(),
+                with_ids=False,
+                keepalive=KEEPALIVE_SECONDS,
+                stop=followers.closing,
+            )
+            return await final_values(parts)
+
+    @get("/{run_id:uuid}/stream", operation_id="JoinRunStream")
+    async def join_stream(
+        self,
+        request: Request[Any, Any, Any],
+        thread_id: uuid.UUID,
+        run_id: uuid.UUID,
+        lg_runs: NamedDependency[LangGraphRunService],
+        lg_streams: NamedDependency[LangGraphStreams],
+        stream_mode: list[str] | None = None,
+        cancel_on_disconnect: bool = False,
+    ) -> ServerSentEvent:
+        """Replays the run from the start, or after ``Last-Event-ID``; a finished run's stream
+        ends at once after its parts, so clients stop reconnecting."""
+        principal = principal_of(request)
+        after = parse_last_event_id(request.headers.get("last-event-id"))
+        followers: Followers = request.app.state.followers
+        lease = followers.admit(principal)
+        try:
+            run = await lg_runs.get(thread_id, run_id, principal)
+        except BaseException:
+            lease.release()
+            raise
+        parts = lg_streams.parts(
+            run,
+            principal,
+            stream_mode or DEFAULT_JOIN_MODES,
+            after=after,
+            with_ids=True,
+            keepalive=KEEPALIVE_SECONDS,
+            stop=followers.closing,
+        )
+        canceller = lg_runs if cancel_on_disconnect else None
+        return ServerSentEvent(_frames(parts, lease, canceller, run, principal, followers))
+
+
+async def _frames(
+    parts: AsyncIterator[Part | None],
+    lease: FollowerLease,
+    canceller: LangGraphRunService | None,
+    run: LangGraphRun,
+    principal: str,
+    followers: Followers,
+) -> AsyncGenerator[ServerSentEventMessage, None]:
+    ended = False
+    try:
+        async for part in parts:
+            if part is None:
+                yield ServerSentEventMessage(comment="keep-alive", data=None)
+                continue
+            yield ServerSentEventMessage(
+                data=json.dumps(part.data, default=str), event=part.event, id=part.id
+            )
+        ended = True
+    finally:
+        lease.release()
+        if canceller is not None and not ended and not followers.closing.is_set():
+            # The client left an ``on_disconnect: cancel`` stream: cancel the run.
+            task = asyncio.ensure_future(canceller.cancel(run.thread_id, run.run_id, principal))
+            _CANCELS.add(task)
+            task.add_done_callback(_CANCELS.discard)

@@ -1,0 +1,64 @@
+"""Issue 20: the official JS SDK (@langchain/langgraph-sdk, locked by tests/js/langgraph_sdk's
+package-lock.json and installed with ``npm ci``) drives the core flow against a served app."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import API_KEY, AppFactory
+from tests.support.api import add_doc
+from tests.support.live_server import serve_in_loop
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # npm ci + a Node process
+
+PROGRAM = Path(__file__).resolve().parents[1] / "js" / "langgraph_sdk"
+
+
+@pytest.fixture(scope="session")
+def js_sdk() -> Path:
+    """``npm ci`` from the committed lock (npm's own cache makes reruns offline-fast)."""
+    npm = shutil.which("npm")
+    assert npm is not None and shutil.which("node"), "Node.js and npm are needed for this test"
+    subprocess.run(
+        [npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"],
+        cwd=PROGRAM,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return PROGRAM
+
+
+async def test_js_sdk_core_flow(app_factory: AppFactory, js_sdk: Path) -> None:
+    async with app_factory() as h, serve_in_loop(h.app) as url:
+        await add_doc(h)
+        node = shutil.which("node")
+        assert node is not None
+        proc = await asyncio.create_subprocess_exec(
+            node,
+            "flow.mjs",
+            cwd=js_sdk,
+            env={"TK_URL": url, "TK_KEY": API_KEY, "PATH": str(Path(node).parent)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, err.decode()
+        got = json.loads(out.decode().strip().splitlines()[-1])
+    assert got["info_has_version"] and got["assistants"] == ["default"]
+    # The SDK read the run id from Content-Location, and the stream named the same run.
+    assert got["created_run_id"] == got["run_id"]
+    assert got["events"][0] == "metadata" and "values" in got["events"]
+    assert "end" not in got["events"] and "error" not in got["events"]
+    assert got["tuple_nodes"] and set(got["tuple_nodes"]) <= {"model", "tools"}
+    assert got["last_message"]["type"] == "ai" and "lease" in got["last_message"]["content"]
+    # joinStream with Last-Event-ID replays exactly the parts after it.
+    assert got["rejoined_ids"] == got["later_ids"] and got["later_ids"]
+    assert got["state_messages"] >= 2 and got["history_head_matches"]
+    assert got["found"] == [got["thread_id"]] and got["run_status"] == "success"

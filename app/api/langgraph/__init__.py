@@ -27,7 +27,14 @@ from app.domain.errors import ValidationFailed
 
 OPENAPI_PATH = "/langgraph/openapi.json"
 #: The dependencies the surface's handlers name (provided by ``create_app`` from the container).
-DEPENDENCIES = ("principal", "lg_threads", "lg_runs", "lg_streams", "compression_service")
+DEPENDENCIES = (
+    "principal",
+    "lg_threads",
+    "lg_runs",
+    "lg_streams",
+    "compression_service",
+    "agent_registry",
+)
 
 
 def _unserved(name: str) -> Provide:

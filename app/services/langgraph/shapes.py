@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+import msgspec
+
 from app.db.models import AgentRun, AgentRunRequest, Message, RequestStatus, RunStatus
+from app.db.run_events import hitl_request
 
 LangGraphRunStatus = Literal["pending", "running", "success", "error", "interrupted"]
 LangGraphThreadStatus = Literal["idle", "busy", "interrupted", "error"]
@@ -80,8 +83,10 @@ def node_of(role: str) -> str:
 
 
 def interrupt_json(value: Any, interrupt_id: str) -> dict[str, Any]:
-    """LangGraph's Interrupt: the HITLRequest (``action_requests``, ``review_configs``)."""
-    return {"value": value, "id": interrupt_id}
+    """LangGraph's Interrupt: the HITLRequest (``action_requests``, ``review_configs``), in the
+    one typed shape the run's events store, whether read from the run row or an event."""
+    typed = hitl_request(value)
+    return {"value": value if typed is None else msgspec.to_builtins(typed), "id": interrupt_id}
 
 
 def run_status(request: AgentRunRequest, run: AgentRun | None) -> LangGraphRunStatus:

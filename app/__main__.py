@@ -22,7 +22,6 @@ from app.logging import configure_logging, warn_unknown_settings
 def _serve(args: argparse.Namespace) -> None:
     settings = _settings()
     _check_agents(settings)  # a bad agents file is a one-line exit 2, database or not
-    _require_database(settings)  # before the heavy imports: a missing database is known in seconds
     from app.http_server import build_server
     from app.main import create_app
 
@@ -39,6 +38,8 @@ def _serve(args: argparse.Namespace) -> None:
         except ValueError as exc:  # e.g. --host 0.0.0.0 with the default dev key
             print(f"threadkeeper: {exc}", file=sys.stderr)  # exc says "invalid settings: ..."
             sys.exit(2)
+    # Settings refused first (exit 2), then the database (exit 1), both in one line and in seconds.
+    _require_database(settings)
     app = create_app(settings)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises the signal; with the default
     # action that kills the process before atexit handlers run, leaving the embedded PostgreSQL

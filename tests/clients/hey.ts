@@ -43,6 +43,7 @@ async function follow(threadId: string, runId: string): Promise<MessageOut[]> {
     sseMaxRetryAttempts: 1, // an error answer (404, 429) is not retried forever
   });
   for await (const event of stream) {
+    if (!event) continue; // the 204 answer (a stream already over) yields no event
     const item: RunEvent = event;
     switch (item.type) {
       case "delta":

@@ -262,6 +262,10 @@ async def test_reject_busy_enqueue_in_order_and_cancel(app_factory: AppFactory) 
             third = await client.runs.create(tid, "default", input=human("third"))
             assert second["status"] == "pending" and third["status"] == "pending"
             await client.runs.cancel(tid, first["run_id"])
+            # Stopped while its model call is still held: the cancel, not the answer, ends it.
+            await wait_until(
+                lambda: _status(client, tid, first["run_id"], "interrupted"), "the cancel"
+            )
             srv.release()
             srv.block = None
             joined = await client.runs.join(tid, third["run_id"])

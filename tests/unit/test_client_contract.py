@@ -10,27 +10,14 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 import pytest
-from litestar.testing import TestClient
 
 from app.api.openapi_types import NAMED_ENUMS
-from app.config import load_settings
-from app.main import create_app
-
-
-class _StubContainer:
-    async def close(self) -> None:
-        return None
-
-
-async def _stub(_: Any) -> Any:
-    return _StubContainer()
+from tests.support.document import served_openapi_document
 
 
 @pytest.fixture(scope="module")
 def document() -> dict[str, Any]:
-    app = create_app(load_settings({}, log_json=False), container_factory=_stub)
-    with TestClient(app) as client:
-        return client.get("/schema/openapi.json").json()  # type: ignore[no-any-return]
+    return served_openapi_document()
 
 
 def _nodes(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:

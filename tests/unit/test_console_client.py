@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from app.config import load_settings
-from app.main import create_app
+from tests.support.document import app_without_database
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "app" / "static" / "console"
@@ -35,18 +34,9 @@ def _load_generator() -> ModuleType:
 gen = _load_generator()
 
 
-class _StubContainer:
-    async def close(self) -> None:
-        return None
-
-
-async def _stub_container(_: Any) -> Any:
-    return _StubContainer()
-
-
 @pytest.fixture(scope="module")
 def client() -> Any:
-    app = create_app(load_settings({}, log_json=False), container_factory=_stub_container)
+    app = app_without_database()
     with TestClient(app) as c:
         yield c
 

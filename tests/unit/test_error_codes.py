@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from litestar.testing import TestClient
 
 import app.main  # noqa: F401  (imports every module that defines a DomainError)
 from app import http_server
@@ -23,7 +22,7 @@ from app.config import load_settings
 from app.db.models import RequestStatus, RunStatus
 from app.domain.errors import DomainError
 from app.domain.states import RequestStatusName, RunStatusName
-from app.main import create_app
+from tests.support.document import served_openapi_document
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -60,20 +59,9 @@ def test_run_error_codes_match_the_schema_enum() -> None:
     assert codes and codes == set(get_args(RunErrorCode))
 
 
-class _StubContainer:
-    async def close(self) -> None:
-        return None
-
-
-async def _stub(_: Any) -> Any:
-    return _StubContainer()
-
-
 @pytest.fixture(scope="module")
 def document() -> dict[str, Any]:
-    app = create_app(load_settings({}, log_json=False), container_factory=_stub)
-    with TestClient(app) as client:
-        return client.get("/schema/openapi.json").json()  # type: ignore[no-any-return]
+    return served_openapi_document()
 
 
 def _enum(document: dict[str, Any], schema: str, prop: str) -> list[str]:

@@ -16,13 +16,13 @@ import structlog
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics
 from app.agents.spec import DEFAULT_AGENT_ID
 from app.repositories.claim_queue import ClaimQueueRepository
-from app.repositories.conversations import ConversationRepository
 from app.repositories.run_events import RunEventRepository
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.errors import LEASE_EXPIRED
 
@@ -98,6 +98,8 @@ class RunClaims:
         retention_seconds: float,
     ) -> None:
         self.sessions = sessions
+        # The sessions' engine: the one-statement looks need no ORM session, only a connection.
+        self.engine: AsyncEngine = sessions.kw["bind"]
         self.holder = holder
         self.lease_seconds = lease_seconds
         self.retention_seconds = retention_seconds
@@ -155,18 +157,21 @@ class RunClaims:
             return _LOST
 
     async def claim_resumable(self) -> ClaimedRun | None:
-        """A run handed back (resumed by a human, or released by a draining worker)."""
-        async with self.sessions() as session, session.begin():
-            claimed = await RunRepository(session).claim_resumable(self.holder, self.lease_seconds)
-            if claimed is None:
-                return None
-            run, payload = claimed
-            conv = await ConversationRepository(session).get(run.thread_id)
-            assert conv is not None
-            graph_input = _graph_input_of(payload)
-            if isinstance(graph_input, Handoff):
-                log.info("run_taken_over", run_id=str(run.id), holder=self.holder)
-            return ClaimedRun(run.id, run.thread_id, conv.owner_id, graph_input, conv.agent_id)
+        """A run handed back (resumed by a human, or released by a draining worker): one
+        statement in autocommit (app/repositories/run_leases.py)."""
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            claimed = await RunLeaseStatements(conn).claim_resumable(
+                self.holder, self.lease_seconds
+            )
+        if claimed is None:
+            return None
+        graph_input = _graph_input_of(claimed.payload)
+        if isinstance(graph_input, Handoff):
+            log.info("run_taken_over", run_id=str(claimed.run_id), holder=self.holder)
+        return ClaimedRun(
+            claimed.run_id, claimed.thread_id, claimed.owner_id, graph_input, claimed.agent_id
+        )
 
     async def recover_expired(self) -> int:
         """Runs whose worker vanished: fail them (their input is not replayed: tools may have run).

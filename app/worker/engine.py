@@ -79,7 +79,11 @@ class RunWorker:
     def start(self) -> None:
         self._drain.stopping = False
         self._drain.handoff.clear()
-        self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
+        # The claim loop's checkouts are warm like its runs' (app/db/session.py): it goes round
+        # after every turn, and a ping per look was two of a turn's round trips. A connection
+        # that died in between fails that round, which is retried at the next (short) poll.
+        with warm_checkouts():
+            self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
 
     async def stop(self) -> None:
         """Stop now: in-flight runs are released (see ``drain``) without a grace period."""
@@ -131,6 +135,7 @@ class RunWorker:
         loop = asyncio.get_running_loop()
         recover_at = pruned_at = -math.inf
         while not self._drain.stopping:
+            failed = False
             # Cleared before the claim round, not after it: a wake-up arriving while this round
             # runs (a commit its query could not see yet) must make the wait below return at
             # once instead of being erased (a lost wake-up cost a full poll interval).
@@ -153,7 +158,9 @@ class RunWorker:
                 raise
             except Exception as exc:
                 log.error("worker_loop_error", error=repr(exc))
-            due = min(recover_at, pruned_at + self.prune_interval(), loop.time() + self._poll())
+                failed = True
+            poll = self.settings.worker_poll_seconds if failed else self._poll()
+            due = min(recover_at, pruned_at + self.prune_interval(), loop.time() + poll)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(due - loop.time(), 0.0))
 

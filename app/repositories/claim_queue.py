@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL
-from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
 # ``heads``: each thread's oldest queued request (one ordered pass over the partial index).
 # ``ready``: those of idle threads, with the time each became ready; its previous run is the
@@ -65,27 +63,6 @@ FROM (SELECT 1) AS one LEFT JOIN picked ON true
 """
 )
 
-# Run under the thread lock ``_PICK`` took, in a statement of its own: its snapshot is taken
-# after the lock was granted, so a run another worker started (and committed) just before is
-# seen here. ``r.status`` is rechecked on the row itself (a request cancelled meanwhile).
-_DISPATCH = text(
-    f"""
-UPDATE agent_run_requests r SET status = 'dispatched'
-WHERE r.id = (
-    SELECT q.id FROM agent_run_requests q
-    WHERE q.conversation_id = :thread_id AND q.{QUEUED_REQUEST_SQL}
-    ORDER BY q.seq
-    LIMIT 1
-)
-AND r.{QUEUED_REQUEST_SQL}
-AND NOT EXISTS (
-    SELECT 1 FROM agent_runs a WHERE a.conversation_id = :thread_id AND a.{ACTIVE_RUN_SQL}
-)
--- WaitRequest's followers of this request (app/services/run_feed.py) wake at commit.
-RETURNING r.id, r.payload, pg_notify(:channel, r.id::text)
-"""
-)
-
 # Seconds until the first lease of a running run runs out (negative: already out), or NULL.
 _NEXT_EXPIRY = text(
     """
@@ -109,30 +86,14 @@ class Picked:
     ready: int
 
 
-@dataclass(frozen=True, slots=True)
-class Dispatched:
-    request_id: uuid.UUID
-    payload: dict[str, Any]
-
-
 class ClaimQueueRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession | AsyncConnection) -> None:
         self.session = session
 
     async def pick_thread(self) -> Picked:
         """Lock the idle thread whose queued input has been ready longest (SKIP LOCKED)."""
         row = (await self.session.execute(_PICK)).one()
         return Picked(row.thread_id, row.owner_id, row.agent_id, int(row.ready))
-
-    async def dispatch_head(self, thread_id: uuid.UUID) -> Dispatched | None:
-        """Mark the locked thread's oldest queued request dispatched; None when the thread
-        has no queued request any more or a run is active on it (another worker was first)."""
-        row = (
-            await self.session.execute(
-                _DISPATCH, {"thread_id": thread_id, "channel": RUN_EVENTS_CHANNEL}
-            )
-        ).first()
-        return None if row is None else Dispatched(row.id, row.payload)
 
     async def seconds_to_next_expiry(self) -> float | None:
         """When the next lease check is due; None when no run holds a lease."""

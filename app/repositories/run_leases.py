@@ -8,6 +8,10 @@ data-modifying CTEs (all or nothing), and listeners are notified when it commits
 same named transitions as RunRepository's (the one writer of a run's status: app/repositories/
 runs.py names them), with the same sources and the same values:
 
+- ``start_head`` (the claim's second statement, under the thread lock its look took): the
+  thread's oldest queued request dispatched and its run started, running and leased to the
+  caller, ``status: running`` with the request's id (nothing when the thread has no queued
+  request any more or a run is active on it: another worker was first);
 - ``claim_resumable``: a run handed back (running, no lease holder, a ``resume_payload``) now
   leased to the caller, ``status: running`` (SKIP LOCKED: one claimer wins);
 - ``finish``: the outcome of a run the caller still holds (running, its lease): ``complete``,
@@ -30,9 +34,52 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app import metrics
-from app.db.models import RunStatus
+from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL, RunStatus
 from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
+
+# Run under the thread lock the claim's look took, in a statement of its own: its snapshot is
+# taken after the lock was granted, so a run another worker started (and committed) just before
+# is seen here. ``r.status`` is rechecked on the row itself (a request cancelled meanwhile).
+# The partial unique index "one active run per thread" refuses a second run all the same.
+_START_HEAD = text(
+    f"""-- run start: UPDATE agent_run_requests; INSERT INTO agent_runs, run_events
+WITH head AS (
+    UPDATE agent_run_requests r SET status = 'dispatched'
+    WHERE r.id = (
+        SELECT q.id FROM agent_run_requests q
+        WHERE q.conversation_id = :thread_id AND q.{QUEUED_REQUEST_SQL}
+        ORDER BY q.seq
+        LIMIT 1
+    )
+    AND r.{QUEUED_REQUEST_SQL}
+    AND NOT EXISTS (
+        SELECT 1 FROM agent_runs a WHERE a.conversation_id = :thread_id AND a.{ACTIVE_RUN_SQL}
+    )
+    -- WaitRequest's followers of this request (app/services/run_feed.py) wake at commit.
+    RETURNING r.id, r.payload, pg_notify(:channel, r.id::text) AS woke
+),
+run AS (
+    INSERT INTO agent_runs (
+        id, conversation_id, request_id, status, lease_holder, lease_expires_at, started_at
+    )
+    SELECT :run_id, :thread_id, head.id, 'running', :holder,
+        now() + make_interval(secs => :lease_seconds), now()
+    FROM head
+    RETURNING id, request_id
+),
+ev AS (
+    INSERT INTO run_events (run_id, type, data)
+    SELECT run.id, 'status',
+        CAST(:event AS jsonb) || jsonb_build_object('request_id', CAST(run.request_id AS text))
+    FROM run
+    RETURNING run_id
+)
+SELECT head.id AS request_id, head.payload, run.id AS run_id,
+    pg_notify(:channel, CAST(run.id AS text)) AS woke, (SELECT count(*) FROM ev) AS events
+FROM head JOIN run ON run.request_id = head.id
+"""
+)
 
 # The run handed back longest ago; its thread's owner and agent come with it.
 _CLAIM_RESUMABLE = text(
@@ -107,6 +154,15 @@ FROM done
 
 
 @dataclass(frozen=True, slots=True)
+class Started:
+    """The run started for the thread's oldest queued request."""
+
+    run_id: uuid.UUID
+    request_id: uuid.UUID
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Resumable:
     """A run handed back, now leased to the claimer."""
 
@@ -157,6 +213,29 @@ class RunLeaseStatements:
 
     def __init__(self, conn: AsyncConnection | AsyncSession) -> None:
         self.conn = conn
+
+    async def start_head(
+        self, thread_id: uuid.UUID, holder: str, lease_seconds: float
+    ) -> Started | None:
+        """Dispatch the locked thread's oldest queued request and start its run, leased to
+        ``holder``; None when the thread has no queued request any more or a run is active
+        on it (another worker was first)."""
+        row = (
+            await self.conn.execute(
+                _START_HEAD,
+                {
+                    "thread_id": thread_id,
+                    "run_id": uuid.uuid4(),
+                    "holder": holder,
+                    "lease_seconds": float(lease_seconds),
+                    "event": _event_json(StatusEvent(type="status", status="running")),
+                    "channel": RUN_EVENTS_CHANNEL,
+                },
+            )
+        ).first()
+        if row is None:
+            return None
+        return Started(row.run_id, row.request_id, row.payload)
 
     async def claim_resumable(self, holder: str, lease_seconds: float) -> Resumable | None:
         row = (

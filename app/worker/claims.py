@@ -128,24 +128,20 @@ class RunClaims:
         """A claimed run; None when nothing is claimable; ``_LOCKED`` when every candidate was
         held by another transaction; ``_LOST`` when another worker took the thread first."""
         try:
-            async with self.sessions() as session, session.begin():
-                queue = ClaimQueueRepository(session)
+            async with self.engine.connect() as conn, conn.begin():
+                queue = ClaimQueueRepository(conn)
                 picked = await queue.pick_thread()
                 if picked.thread_id is None or picked.owner_id is None:
                     return _LOCKED if picked.ready else None
-                request = await queue.dispatch_head(picked.thread_id)
-                if request is None:
-                    return _LOST
-                run = await RunRepository(session).start(
-                    thread_id=picked.thread_id,
-                    request_id=request.request_id,
-                    holder=self.holder,
-                    lease_seconds=self.lease_seconds,
+                run = await RunLeaseStatements(conn).start_head(
+                    picked.thread_id, self.holder, self.lease_seconds
                 )
-                payload = request.payload
+                if run is None:
+                    return _LOST
+                payload = run.payload
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
                 return ClaimedRun(
-                    run.id,
+                    run.run_id,
                     picked.thread_id,
                     picked.owner_id,
                     {"messages": [human]},

@@ -24,7 +24,8 @@ from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL
 
 # ``heads``: each thread's oldest queued request (one ordered pass over the partial index).
 # ``ready``: those of idle threads, with the time each became ready; its previous run is the
-# newest by (conversation_id, created_at), one index probe each. ``picked``: the thread ready
+# newest by (conversation_id, created_at), one index probe each (its status comes along: a
+# thread whose last run completed has no dangling tool call to repair). ``picked``: the thread ready
 # longest that nobody holds, its row locked (SKIP LOCKED: a thread another worker is claiming,
 # or that intake/compress/cancel holds, is passed over, not waited for). The last line always
 # returns one row: ``ready`` counts the candidates, so a round that found some but locked none
@@ -38,10 +39,11 @@ WITH heads AS MATERIALIZED (
     ORDER BY r.conversation_id, r.seq
 ),
 ready AS MATERIALIZED (
-    SELECT h.conversation_id, greatest(h.created_at, prev.finished_at) AS ready_at
+    SELECT h.conversation_id, greatest(h.created_at, prev.finished_at) AS ready_at,
+        prev.status AS previous_status
     FROM heads h
     LEFT JOIN LATERAL (
-        SELECT p.finished_at FROM agent_runs p
+        SELECT p.finished_at, p.status FROM agent_runs p
         WHERE p.conversation_id = h.conversation_id
         ORDER BY p.created_at DESC
         LIMIT 1
@@ -52,13 +54,14 @@ ready AS MATERIALIZED (
     )
 ),
 picked AS (
-    SELECT c.id, c.owner_id, c.agent_id
+    SELECT c.id, c.owner_id, c.agent_id, ready.previous_status
     FROM ready JOIN conversations c ON c.id = ready.conversation_id
     ORDER BY ready.ready_at, ready.conversation_id
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
-SELECT picked.id AS thread_id, picked.owner_id, picked.agent_id, (SELECT count(*) FROM ready) AS ready
+SELECT picked.id AS thread_id, picked.owner_id, picked.agent_id, picked.previous_status,
+    (SELECT count(*) FROM ready) AS ready
 FROM (SELECT 1) AS one LEFT JOIN picked ON true
 """
 )
@@ -84,6 +87,8 @@ class Picked:
     agent_id: str | None
     #: Idle threads with queued input seen by the look (locked or not).
     ready: int
+    #: The status of the thread's latest run (None: none, or no thread).
+    previous_status: str | None = None
 
 
 class ClaimQueueRepository:
@@ -93,7 +98,13 @@ class ClaimQueueRepository:
     async def pick_thread(self) -> Picked:
         """Lock the idle thread whose queued input has been ready longest (SKIP LOCKED)."""
         row = (await self.session.execute(_PICK)).one()
-        return Picked(row.thread_id, row.owner_id, row.agent_id, int(row.ready))
+        return Picked(
+            row.thread_id,
+            row.owner_id,
+            row.agent_id,
+            int(row.ready),
+            None if row.previous_status is None else str(row.previous_status),
+        )
 
     async def seconds_to_next_expiry(self) -> float | None:
         """When the next lease check is due; None when no run holds a lease."""

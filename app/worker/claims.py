@@ -58,6 +58,11 @@ class ClaimedRun:
     graph_input: Any
     #: The thread's agent (``app.agents.registry``).
     agent_id: str = "default"
+    #: New input after a run that did not complete (failed, cancelled, killed) may find tool
+    #: calls without results in the checkpoint: look for them first (app/worker/repair.py).
+    #: After a completed run (the graph reached its end) there are none, and the look (a
+    #: checkpoint read) is skipped.
+    repair: bool = True
 
 
 def human_of(graph_input: Any) -> HumanMessage | None:
@@ -146,6 +151,7 @@ class RunClaims:
                     picked.owner_id,
                     {"messages": [human]},
                     picked.agent_id or DEFAULT_AGENT_ID,
+                    repair=picked.previous_status != "completed",
                 )
         except IntegrityError:
             # Belt and braces: the partial unique index "one active run per thread" refused.

@@ -29,7 +29,8 @@ from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL
 # longest that nobody holds, its row locked (SKIP LOCKED: a thread another worker is claiming,
 # or that intake/compress/cancel holds, is passed over, not waited for). The last line always
 # returns one row: ``ready`` counts the candidates, so a round that found some but locked none
-# (all held by others at that instant) can look again soon instead of at the next rare poll.
+# (all held by others at that instant) can look again soon instead of at the next rare poll,
+# and says whether runs handed back wait (the claim loop looks for them only then).
 _PICK = text(
     f"""
 WITH heads AS MATERIALIZED (
@@ -61,7 +62,11 @@ picked AS (
     FOR UPDATE OF c SKIP LOCKED
 )
 SELECT picked.id AS thread_id, picked.owner_id, picked.agent_id, picked.previous_status,
-    (SELECT count(*) FROM ready) AS ready
+    (SELECT count(*) FROM ready) AS ready,
+    EXISTS (
+        SELECT 1 FROM agent_runs h
+        WHERE h.status = 'running' AND h.lease_holder IS NULL AND h.resume_payload IS NOT NULL
+    ) AS handed_back
 FROM (SELECT 1) AS one LEFT JOIN picked ON true
 """
 )
@@ -89,6 +94,8 @@ class Picked:
     ready: int
     #: The status of the thread's latest run (None: none, or no thread).
     previous_status: str | None = None
+    #: Runs handed back (resumed, or released by a draining worker) wait for a worker.
+    handed_back: bool = False
 
 
 class ClaimQueueRepository:
@@ -104,6 +111,7 @@ class ClaimQueueRepository:
             row.agent_id,
             int(row.ready),
             None if row.previous_status is None else str(row.previous_status),
+            bool(row.handed_back),
         )
 
     async def seconds_to_next_expiry(self) -> float | None:

@@ -112,6 +112,9 @@ class RunClaims:
         self.contended = False
         #: Seconds from the last ``recover_expired`` to the next lease expiry (None: no lease).
         self.next_expiry_in: float | None = None
+        #: Runs handed back may wait: set at start and by each look at the queue that saw one,
+        #: cleared by a ``claim_resumable`` that found none (a look costs a statement per round).
+        self.handed_back = True
 
     async def claim_next(self) -> ClaimedRun | None:
         """Oldest queued input of the idle thread ready longest -> a running run.
@@ -136,6 +139,7 @@ class RunClaims:
             async with self.engine.connect() as conn, conn.begin():
                 queue = ClaimQueueRepository(conn)
                 picked = await queue.pick_thread()
+                self.handed_back = self.handed_back or picked.handed_back
                 if picked.thread_id is None or picked.owner_id is None:
                     return _LOCKED if picked.ready else None
                 run = await RunLeaseStatements(conn).start_head(
@@ -167,6 +171,7 @@ class RunClaims:
                 self.holder, self.lease_seconds
             )
         if claimed is None:
+            self.handed_back = False
             return None
         graph_input = _graph_input_of(claimed.payload)
         if isinstance(graph_input, Handoff):

@@ -212,10 +212,18 @@ class RunWorker:
         """Hand a claimed run back for another worker (what drain does to a stopped run)."""
         await self.executor.outcomes.release(claimed)
 
+    async def _claim_resumable(self) -> ClaimedRun | None:
+        """Runs handed back go first, looked for only while one may wait (``handed_back``)."""
+        if not self.claims.handed_back:
+            return None
+        return await self.claims.claim_resumable()
+
     async def _claim_and_spawn(self) -> bool:
         if self._slots.locked():
             return False
-        claimed = await self.claims.claim_resumable() or await self.claims.claim_next()
+        claimed = await self._claim_resumable() or await self.claims.claim_next()
+        if claimed is None:
+            claimed = await self._claim_resumable()  # the look at the queue saw one
         if claimed is None:
             return False
         await self._slots.acquire()

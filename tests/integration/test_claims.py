@@ -86,6 +86,26 @@ async def test_new_input_looks_for_dangling_tool_calls_unless_the_last_run_compl
         assert content_of(third) == "m2"
 
 
+async def test_a_run_handed_back_is_looked_for_once_a_look_at_the_queue_sees_one(
+    app_factory: AppFactory,
+) -> None:
+    """The claim loop skips the look for runs handed back while none wait; the look at the
+    queue says when one does (here: released as a draining worker releases it)."""
+    async with app_factory(start_worker=False) as h:
+        tid = await new_thread(h)
+        await post(h, tid, "m0")
+        worker = h.container.worker
+        claimed = await worker.claim_next()
+        assert claimed is not None
+        assert await worker.claims.claim_resumable() is None
+        assert not worker.claims.handed_back
+        await worker.release(claimed)
+        assert await worker.claim_next() is None  # nothing new to start: the run is active
+        assert worker.claims.handed_back
+        taken = await worker.claims.claim_resumable()
+        assert taken is not None and taken.run_id == claimed.run_id
+
+
 async def test_a_long_queue_takes_turns_with_other_threads(app_factory: AppFactory) -> None:
     """Thread A queues five inputs before B and C queue one each. After A's first turn, B and
     C (ready since they posted) go before A's second input (ready when A's turn ended). The

@@ -12,6 +12,7 @@ runs.py names them), with the same sources and the same values:
   thread's oldest queued request dispatched and its run started, running and leased to the
   caller, ``status: running`` with the request's id (nothing when the thread has no queued
   request any more or a run is active on it: another worker was first);
+- ``heartbeat``: the lease of a run still the caller's extended (not a status change);
 - ``claim_resumable``: a run handed back (running, no lease holder, a ``resume_payload``) now
   leased to the caller, ``status: running`` (SKIP LOCKED: one claimer wins);
 - ``finish``: the outcome of a run the caller still holds (running, its lease): ``complete``,
@@ -37,6 +38,15 @@ from app import metrics
 from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL, RunStatus
 from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
+
+# Extend the lease of a run still the holder's and not asked to stop.
+_HEARTBEAT = text(
+    """-- run heartbeat: UPDATE agent_runs
+UPDATE agent_runs SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+WHERE id = :run_id AND lease_holder = :holder AND status = 'running' AND NOT cancel_requested
+RETURNING id
+"""
+)
 
 # Run under the thread lock the claim's look took, in a statement of its own: its snapshot is
 # taken after the lock was granted, so a run another worker started (and committed) just before
@@ -213,6 +223,13 @@ class RunLeaseStatements:
 
     def __init__(self, conn: AsyncConnection | AsyncSession) -> None:
         self.conn = conn
+
+    async def heartbeat(self, run_id: uuid.UUID, holder: str, lease_seconds: float) -> bool:
+        """Extend the lease; False when it was lost (expired and recovered, or cancelled)."""
+        found = await self.conn.execute(
+            _HEARTBEAT, {"run_id": run_id, "holder": holder, "lease_seconds": float(lease_seconds)}
+        )
+        return found.first() is not None
 
     async def start_head(
         self, thread_id: uuid.UUID, holder: str, lease_seconds: float

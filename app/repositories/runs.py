@@ -163,21 +163,6 @@ class RunRepository:
             )
         ).all()
 
-    async def heartbeat(self, run_id: uuid.UUID, holder: str, lease_seconds: float) -> bool:
-        """Extend the lease; False when the lease was lost (expired and recovered, or cancelled)."""
-        result = await self.session.execute(
-            update(AgentRun)
-            .where(
-                AgentRun.id == run_id,
-                AgentRun.lease_holder == holder,
-                AgentRun.status == RunStatus.RUNNING,
-                AgentRun.cancel_requested.is_(False),
-            )
-            .values(lease_expires_at=_lease_until(lease_seconds))
-            .returning(AgentRun.id)
-        )
-        return result.scalar() is not None
-
     async def holds_lease(self, run_id: uuid.UUID, holder: str) -> bool:
         """Still ours and running? Locks the run row, so recovery cannot interleave."""
         found = await self.session.scalar(

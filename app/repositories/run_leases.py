@@ -39,10 +39,11 @@ from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL, RunStatus
 from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
-# Extend the lease of a run still the holder's and not asked to stop.
+# Extend the lease of a run still the holder's and not asked to stop. (It begins as the
+# session's statement did: operators and tests/integration/test_run_lifecycle.py spot it in
+# pg_stat_activity by that.)
 _HEARTBEAT = text(
-    """-- run heartbeat: UPDATE agent_runs
-UPDATE agent_runs SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+    """UPDATE agent_runs SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
 WHERE id = :run_id AND lease_holder = :holder AND status = 'running' AND NOT cancel_requested
 RETURNING id
 """

@@ -105,10 +105,6 @@ def _error_components(codes: tuple[str, ...], body: Schema) -> dict[str, Schema]
     narrowed.title = body_name
     narrowed.description = f"An ErrorBody whose `error` is {listed}."
     narrowed.properties = {**(narrowed.properties or {}), "error": Reference(ref=_REF + enum_name)}
-    for prop in narrowed.properties.values():
-        if isinstance(prop, Schema):
-            prop.default = None  # a response's field: always sent, so required with no default
-    narrowed.required = sorted(narrowed.properties)
     enum = Schema(
         type=OpenAPIType.STRING,
         enum=list(ordered),
@@ -168,6 +164,10 @@ def _add_error_components(openapi: OpenAPI, code_sets: Iterable[tuple[str, ...]]
     schemas = dict(openapi.components.schemas or {})
     body = schemas["ErrorBody"]
     assert isinstance(body, Schema)
+    for prop in (body.properties or {}).values():
+        if isinstance(prop, Schema):
+            prop.default = None  # a response's field: always sent, so required with no default
+    body.required = sorted(body.properties or {})
     for codes in sorted(code_sets):
         for name, schema in _error_components(codes, body).items():
             if name in schemas:

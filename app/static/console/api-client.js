@@ -310,8 +310,8 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} ErrorBody
  * @property {ErrorCode} error
- * @property {string} [detail] default ""
- * @property {(Array<FieldError> | null)} [fields]
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**

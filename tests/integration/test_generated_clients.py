@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +159,33 @@ def assert_typescript_rejects(project: Path, program: str) -> None:
     assert_rejected(output, negative, TS_DIAGNOSTIC)
 
 
+WAIT_REQUEST = "/v1/requests/{request_id}/wait"
+GET_REQUEST = "/v1/requests/{request_id}"
+
+
+def requests_to(base_url: str) -> Counter[str]:
+    """GET requests answered so far, by route template, from the live server's ``/metrics``."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counted: Counter[str] = Counter()
+    for family in text_string_to_metric_families(httpx.get(f"{base_url}/metrics").text):
+        for sample in family.samples:
+            if (
+                sample.name == "threadkeeper_http_requests_total"
+                and sample.labels["method"] == "GET"
+            ):
+                counted[sample.labels["route"]] += int(sample.value)
+    return counted
+
+
+def assert_waited_for_dispatch(base_url: str, before: Counter[str]) -> None:
+    """The program waited for dispatch with WaitRequest (a long-poll), never polling GetRequest."""
+    during = requests_to(base_url) - before
+    assert during[WAIT_REQUEST] >= 1, during
+    assert during[GET_REQUEST] == 0, during
+
+
 def assert_flow(lines: list[str]) -> None:
     """What every program prints: the final status frame, the finished run, a typed error."""
     text = "\n".join(lines)
@@ -184,7 +212,9 @@ def test_hey_api_client(live: tuple[str, Path], node_modules: Path, tmp_path: Pa
         project,
     )
     assert "warn" not in output.lower(), output
+    before = requests_to(base_url)
     lines = compile_and_run(project, "hey.ts", base_url)
+    assert_waited_for_dispatch(base_url, before)
     assert_flow(lines)
     assert_typescript_rejects(project, "hey.ts")
     assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
@@ -197,7 +227,9 @@ def test_openapi_typescript_and_fetch(
     project = typescript_project(tmp_path, node_modules, "fetch.ts")
     (project / "gen").mkdir()
     run([str(node_modules / ".bin" / "openapi-typescript"), str(spec), "-o", "gen/api.ts"], project)
+    before = requests_to(base_url)
     lines = compile_and_run(project, "fetch.ts", base_url)
+    assert_waited_for_dispatch(base_url, before)
     assert_flow(lines)
     assert_typescript_rejects(project, "fetch.ts")
     assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
@@ -233,7 +265,9 @@ def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
         [str(BIN / "mypy"), "--strict", "--no-incremental", "--config-file=", program.name],
         tmp_path,
     )
+    before = requests_to(base_url)
     lines = run([sys.executable, program.name, base_url, API_KEY], tmp_path).splitlines()
+    assert_waited_for_dispatch(base_url, before)
     assert_flow(lines)
     assert "messages: assistant tool assistant" in lines, lines
     assert "run: completed True" in lines, lines

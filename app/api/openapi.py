@@ -100,7 +100,8 @@ def _error_components(codes: tuple[str, ...], body: Schema) -> dict[str, Schema]
     """``ErrorBody`` (``body``) with ``error`` narrowed to ``codes``, and the enum of them."""
     body_name, enum_name = error_names(codes)
     ordered = canonical_codes(codes)
-    listed = " or ".join(f"`{code}`" for code in ordered)
+    quoted = [f"`{code}`" for code in ordered]
+    listed = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
     narrowed = copy.deepcopy(body)
     narrowed.title = body_name
     narrowed.description = f"An ErrorBody whose `error` is {listed}."
@@ -170,7 +171,7 @@ def _add_error_components(openapi: OpenAPI, code_sets: Iterable[tuple[str, ...]]
     body.required = sorted(body.properties or {})
     for codes in sorted(code_sets):
         for name, schema in _error_components(codes, body).items():
-            if name in schemas:
+            if schemas.get(name, schema) != schema:
                 raise ValueError(f"error component {name} collides with a schema of that name")
             schemas[name] = schema
     openapi.components.schemas = dict(sorted(schemas.items()))

@@ -257,7 +257,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * An ErrorBody whose `error` is `database_unavailable` or `database_not_migrated` or `streams_unavailable`.
+ * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated` or `streams_unavailable`.
  * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError
  * @property {DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode} error
  * @property {string} detail
@@ -703,7 +703,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * An ErrorBody whose `error` is `thread_busy` or `invalid_state` or `agent_unavailable`.
+ * An ErrorBody whose `error` is `thread_busy`, `invalid_state` or `agent_unavailable`.
  * @typedef {Object} ThreadBusyOrInvalidStateOrAgentUnavailableError
  * @property {ThreadBusyOrInvalidStateOrAgentUnavailableCode} error
  * @property {string} detail

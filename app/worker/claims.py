@@ -103,8 +103,6 @@ class RunClaims:
         retention_seconds: float,
     ) -> None:
         self.sessions = sessions
-        # The sessions' engine: the one-statement looks need no ORM session, only a connection.
-        self.engine: AsyncEngine = sessions.kw["bind"]
         self.holder = holder
         self.lease_seconds = lease_seconds
         self.retention_seconds = retention_seconds
@@ -115,6 +113,12 @@ class RunClaims:
         #: Runs handed back may wait: set at start and by each look at the queue that saw one,
         #: cleared by a ``claim_resumable`` that found none (a look costs a statement per round).
         self.handed_back = True
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
+        engine: AsyncEngine = self.sessions.kw["bind"]
+        return engine
 
     async def claim_next(self) -> ClaimedRun | None:
         """Oldest queued input of the idle thread ready longest -> a running run.

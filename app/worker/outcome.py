@@ -29,13 +29,18 @@ class RunResult:
 class RunOutcomes:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], holder: str) -> None:
         self.sessions = sessions
-        self.engine: AsyncEngine = sessions.kw["bind"]
         self.holder = holder
 
     def _ours(self, run: AgentRun | None) -> bool:
         return (
             run is not None and run.status == RunStatus.RUNNING and run.lease_holder == self.holder
         )
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
+        engine: AsyncEngine = self.sessions.kw["bind"]
+        return engine
 
     async def finish(self, claimed: ClaimedRun, result: RunResult) -> None:
         """The run's outcome in one statement (app/repositories/run_leases.py): written only if

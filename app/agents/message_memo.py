@@ -51,13 +51,27 @@ def _fields(message: BaseMessage) -> tuple[Any, ...]:
     return (message.content, message.name, tool_call_id, calls)
 
 
+def _detached(value: Any) -> Any:
+    """A deep copy of JSON-like data (what contents and tool calls are), faster than
+    ``copy.deepcopy`` for it; anything else goes through ``copy.deepcopy``."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {key: _detached(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_detached(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_detached(item) for item in value)
+    return copy.deepcopy(value)
+
+
 def _snapshot(fields: tuple[Any, ...]) -> tuple[Any, ...]:
     """``fields`` detached from the message: mutable parts (block lists, tool calls) copied."""
     content, name, tool_call_id, calls = fields
     if not isinstance(content, str):
-        content = copy.deepcopy(content)
+        content = _detached(content)
     if calls is not None and (calls[0] or calls[1]):
-        calls = copy.deepcopy(calls)
+        calls = _detached(calls)
     return (content, name, tool_call_id, calls)
 
 

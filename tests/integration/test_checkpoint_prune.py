@@ -64,9 +64,9 @@ async def pool(clean_db: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
         yield opened
 
 
-async def _history(graph: Any, thread_id: str, turns: int) -> None:
+async def _history(graph: Any, thread_id: str, turns: int, first: int = 0) -> None:
     config = {"configurable": {"thread_id": thread_id}}
-    for i in range(turns):
+    for i in range(first, first + turns):
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}", id=f"h{i}")]}, config)
 
 
@@ -127,7 +127,7 @@ async def test_keep_latest_leaves_what_upstream_leaves(pool: AsyncConnectionPool
         assert head.pending_writes == [("task-1", "steps", ["pending"])]
 
     # The next turn goes on from the pruned head.
-    await _history(graph, "t-ours", 1)
+    await _history(graph, "t-ours", 1, first=3)
     state = await graph.aget_state({"configurable": {"thread_id": "t-ours"}})
     assert len(state.values["messages"]) == 12
 

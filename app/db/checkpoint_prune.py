@@ -12,7 +12,9 @@ caller runs upstream's prune instead.
 
 What it deletes is what upstream's deletes: every checkpoint of the root namespace but the
 latest, their pending writes, the blobs they used that the latest does not, and the latest's
-link to its deleted parent.
+link to its deleted parent; except that the blobs a delta-stored channel of the latest builds on
+(its chain, app/db/checkpoint_delta.py) are kept. Upstream's prune does not know chains, so a
+thread that needs it and has delta blobs is not pruned at all (``has_deltas``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from psycopg import AsyncCursor
 
 KEEP_LATEST_SQL = """
-WITH head AS (
+WITH RECURSIVE head AS (
     SELECT checkpoint_id, checkpoint -> 'channel_versions' AS versions
     FROM checkpoints
     WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
@@ -52,11 +54,27 @@ writes AS (
     WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = ''
       AND w.checkpoint_id IN (SELECT checkpoint_id FROM gone)
 ),
+chain AS (
+    SELECT b.channel, b.version, b.type
+    FROM head CROSS JOIN LATERAL jsonb_each_text(head.versions) AS v
+    JOIN checkpoint_blobs b
+      ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = ''
+      AND b.channel = v.key AND b.version = v.value
+    UNION ALL
+    SELECT b.channel, b.version, b.type
+    FROM chain c
+    JOIN checkpoint_blobs b
+      ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = ''
+      AND b.channel = c.channel AND b.version = split_part(c.type, '|', 4)
+    WHERE left(c.type, 6) = 'delta|'
+),
 freed AS (
     SELECT DISTINCT v.key AS channel, v.value AS version
     FROM gone CROSS JOIN LATERAL jsonb_each_text(gone.versions) AS v
     EXCEPT
     SELECT v.key, v.value FROM head CROSS JOIN LATERAL jsonb_each_text(head.versions) AS v
+    EXCEPT
+    SELECT channel, version FROM chain
 ),
 blobs AS (
     DELETE FROM checkpoint_blobs b
@@ -82,3 +100,16 @@ async def keep_latest(cur: AsyncCursor[Any], thread_id: str) -> bool:
     await cur.execute(KEEP_LATEST_SQL, {"thread_id": thread_id}, prepare=False)
     row = await cur.fetchone()
     return row is not None and not row["needs_general"]
+
+
+HAS_DELTAS_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM checkpoint_blobs "
+    "WHERE thread_id = %s AND left(type, 6) = 'delta|') AS has_deltas"
+)
+
+
+async def has_deltas(cur: AsyncCursor[Any], thread_id: str) -> bool:
+    """Whether any of the thread's blobs is a delta (upstream's prune would break its chain)."""
+    await cur.execute(HAS_DELTAS_SQL, (thread_id,))
+    row = await cur.fetchone()
+    return bool(row and row["has_deltas"])

@@ -94,12 +94,42 @@ async def _rows(pool: AsyncConnectionPool[Any], thread_id: str) -> dict[str, Any
     return {"checkpoints": checkpoints, "blobs": blobs, "writes": writes}
 
 
+async def _off_chain_blobs(pool: AsyncConnectionPool[Any], thread_id: str) -> int:
+    """Blobs neither the latest checkpoint's nor on its delta chains."""
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                """
+                WITH RECURSIVE chain AS (
+                    SELECT b.channel, b.version, b.type FROM checkpoints c
+                    CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') v
+                    JOIN checkpoint_blobs b ON b.thread_id = c.thread_id
+                        AND b.channel = v.key AND b.version = v.value
+                    WHERE c.thread_id = %(t)s
+                    UNION ALL
+                    SELECT b.channel, b.version, b.type FROM chain
+                    JOIN checkpoint_blobs b ON b.thread_id = %(t)s
+                        AND b.channel = chain.channel
+                        AND b.version = split_part(chain.type, '|', 4)
+                    WHERE chain.type LIKE 'delta|%%'
+                )
+                SELECT count(*) AS n FROM checkpoint_blobs b WHERE b.thread_id = %(t)s
+                AND NOT EXISTS (SELECT 1 FROM chain
+                    WHERE chain.channel = b.channel AND chain.version = b.version)
+                """,
+                {"t": thread_id},
+            )
+        ).fetchone()
+    return int(row["n"])
+
+
 async def test_keep_latest_leaves_what_upstream_leaves(pool: AsyncConnectionPool[Any]) -> None:
     ours = BoundedPostgresSaver(pool, acquire_timeout=5)
     upstream = AsyncPostgresSaver(pool)
     graph = _graph(ours)
-    for tid in ("t-ours", "t-upstream"):
-        await _history(graph, tid, 3)
+    graphs = {"t-ours": graph, "t-upstream": _graph(upstream)}
+    for tid, writer in graphs.items():
+        await _history(writer, tid, 3)
     # A pending write on the head, as a step that finished before a crash leaves it.
     for tid in ("t-ours", "t-upstream"):
         head = await ours.aget_tuple({"configurable": {"thread_id": tid}})
@@ -112,11 +142,17 @@ async def test_keep_latest_leaves_what_upstream_leaves(pool: AsyncConnectionPool
     await upstream.aprune(["t-upstream"], strategy="keep_latest")
 
     got, want = await _rows(pool, "t-ours"), await _rows(pool, "t-upstream")
-    assert got == want
+    # The same rows, but for the message versions the latest one's delta builds on.
+    assert got["checkpoints"] == want["checkpoints"]
+    assert got["writes"] == want["writes"]
+    assert [b for b in got["blobs"] if b["channel"] != "messages"] == [
+        b for b in want["blobs"] if b["channel"] != "messages"
+    ]
+    assert await _off_chain_blobs(pool, "t-ours") == 0
     assert got["checkpoints"] == [{"checkpoint_ns": "", "root": True}]
     assert got["writes"]["n"] == 1  # the head's pending write stays
     for tid in ("t-ours", "t-upstream"):
-        state = await graph.aget_state({"configurable": {"thread_id": tid}})
+        state = await graphs[tid].aget_state({"configurable": {"thread_id": tid}})
         assert [m.content for m in state.values["messages"]][-3:] == [
             "q2",
             "answer 7",
@@ -132,24 +168,42 @@ async def test_keep_latest_leaves_what_upstream_leaves(pool: AsyncConnectionPool
     assert len(state.values["messages"]) == 12
 
 
-async def test_a_thread_with_another_namespace_goes_to_upstreams_prune(
-    pool: AsyncConnectionPool[Any],
-) -> None:
-    ours = BoundedPostgresSaver(pool, acquire_timeout=5)
-    graph = _graph(ours)
-    await _history(graph, "t-sub", 2)
+async def _add_subgraph_call(pool: AsyncConnectionPool[Any], thread_id: str) -> None:
+    """A subgraph's checkpoint (namespace "child:<task>") whose root call is no longer kept."""
     async with pool.connection() as conn:
-        # A subgraph's checkpoint (namespace "child:<task>") whose root call is no longer kept.
         await conn.execute(
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, "
             "metadata) SELECT thread_id, 'child:task', checkpoint_id, checkpoint, "
             "jsonb_build_object('parents', jsonb_build_object('', checkpoint_id)) "
-            "FROM checkpoints WHERE thread_id = 't-sub' ORDER BY checkpoint_id LIMIT 1"
+            "FROM checkpoints WHERE thread_id = %s ORDER BY checkpoint_id LIMIT 1",
+            (thread_id,),
         )
-    await ours.aprune(["t-sub"], strategy="keep_latest")
+
+
+async def test_a_thread_with_another_namespace_goes_to_upstreams_prune(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    # Written by upstream's saver: whole blobs, no deltas.
+    await _history(_graph(AsyncPostgresSaver(pool)), "t-sub", 2)
+    await _add_subgraph_call(pool, "t-sub")
+    await BoundedPostgresSaver(pool, acquire_timeout=5).aprune(["t-sub"], strategy="keep_latest")
     rows = await _rows(pool, "t-sub")
     # Upstream's prune ran: the stale subgraph call is gone with the root's old checkpoints.
     assert rows["checkpoints"] == [{"checkpoint_ns": "", "root": True}]
+
+
+async def test_a_thread_upstream_would_prune_is_kept_whole_when_it_has_deltas(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    ours = BoundedPostgresSaver(pool, acquire_timeout=5)
+    graph = _graph(ours)
+    await _history(graph, "t-sub-delta", 2)
+    await _add_subgraph_call(pool, "t-sub-delta")
+    before = await _rows(pool, "t-sub-delta")
+    await ours.aprune(["t-sub-delta"], strategy="keep_latest")
+    assert await _rows(pool, "t-sub-delta") == before
+    state = await graph.aget_state({"configurable": {"thread_id": "t-sub-delta"}})
+    assert len(state.values["messages"]) == 6
 
 
 async def test_a_prune_broken_mid_statement_changes_nothing(
@@ -166,16 +220,17 @@ async def test_a_prune_broken_mid_statement_changes_nothing(
             "SELECT 1 FROM checkpoint_blobs WHERE thread_id = 't-broken' FOR UPDATE"
         )
         pruning = asyncio.create_task(ours.aprune(["t-broken"]))
-        while True:
+        for _ in range(1500):  # a hang guard, not a timing assertion
             row = await (
                 await blocker.execute(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE '%%WITH head AS%%'"
+                    "AND query LIKE '%%WITH RECURSIVE head AS%%'"
                 )
             ).fetchone()
             if row:
                 break
             await asyncio.sleep(0.02)
+        assert row, "the prune never waited for the held blob row"
         await blocker.execute("SELECT pg_terminate_backend(%s)", (row[0],))
         with pytest.raises(psycopg.OperationalError):
             await asyncio.wait_for(pruning, 30)

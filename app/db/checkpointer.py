@@ -94,14 +94,12 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         if any(isinstance(v, _DeltaSnapshot) for v in blobs.values()):
             return await super().aput(config, checkpoint, metadata, new_versions)
         changed = {k: str(v) for k, v in new_versions.items() if k in blobs}
+        bases = {
+            channel: self.lineage.base_for((thread_id, checkpoint_ns, channel), parent_id)
+            for channel in checkpoint_delta.DELTA_CHANNELS
+        }
         rows, written = await asyncio.to_thread(
-            self._dump_changed,
-            thread_id,
-            checkpoint_ns,
-            parent_id,
-            checkpoint["id"],
-            blobs,
-            changed,
+            self._dump_changed, thread_id, checkpoint_ns, checkpoint["id"], blobs, changed, bases
         )
         async with self._cursor(pipeline=True) as cur:
             if rows:
@@ -130,20 +128,22 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         self,
         thread_id: str,
         checkpoint_ns: str,
-        parent_id: str | None,
         checkpoint_id: str,
         blobs: dict[str, Any],
         changed: dict[str, str],
+        bases: dict[str, checkpoint_delta.Written | None],
     ) -> tuple[list[tuple[Any, ...]], dict[str, checkpoint_delta.Written]]:
-        """The blob rows of the changed channels, and what the delta-stored ones now hold."""
+        """The blob rows of the changed channels, and what the delta-stored ones now hold
+        (``bases``: what each delta-stored channel may build on, from the lineage)."""
         rows: list[tuple[Any, ...]] = []
         written: dict[str, checkpoint_delta.Written] = {}
         for channel, version in changed.items():
             value = blobs.get(channel)
             if channel in checkpoint_delta.DELTA_CHANNELS and isinstance(value, list):
                 digests = checkpoint_delta.item_digests(self.serde, value)
-                base = self.lineage.base_for((thread_id, checkpoint_ns, channel), parent_id)
-                kind, data, depth = checkpoint_delta.dump_list(self.serde, value, digests, base)
+                kind, data, depth = checkpoint_delta.dump_list(
+                    self.serde, value, digests, bases[channel]
+                )
                 written[channel] = checkpoint_delta.Written(checkpoint_id, version, digests, depth)
                 rows.append((thread_id, checkpoint_ns, channel, version, kind, data))
             elif channel in blobs:

@@ -5,8 +5,9 @@ ThreadBusy, ...)``); ``declared_errors(handler)`` adds what the stack answers fo
 its kind (400 for any bad input, 401/429/503 for authenticated routes, 413 where a body is
 read, 405/408/431/500 from routing and the HTTP server). The same map feeds the OpenAPI
 document (``app/api/openapi.py``: one response per status, its codes listed in the description
-and as ``x-error-codes``) and the runtime check in ``app/api/errors.py`` that logs (and counts,
-for the tests) any answered code the operation did not declare.
+and as ``x-error-codes``, its body narrowed to them) and the runtime check in
+``app/api/errors.py`` that logs (and counts, for the tests) any answered code the operation did
+not declare.
 """
 
 from __future__ import annotations

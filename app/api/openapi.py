@@ -1,9 +1,21 @@
 """The OpenAPI document's error responses, written from each operation's declaration
 (``app/api/error_declarations.py``), and details Litestar's ResponseSpec cannot express:
-``Retry-After`` headers, ``x-error-codes``, security requirements listed once."""
+``Retry-After`` headers, ``x-error-codes``, security requirements listed once.
+
+Each error response's body is narrowed to its codes, so a generated client can tell them apart
+per operation: one pair of components per distinct set of codes, shared by every (operation,
+status) that answers exactly that set, named from the codes in ``ErrorCode``'s order
+(``error_names``): the body ``<Stem>Error`` has ErrorBody's fields, its ``error`` being the
+enum ``<Stem>Code`` of exactly those codes. CancelRun's 409 is ``ThreadBusyOrInvalidStateError``
+with ``error: ThreadBusyOrInvalidStateCode`` (``thread_busy`` | ``invalid_state``); every 404
+is ``NotFoundError`` with ``error: NotFoundCode``. ``ErrorBody`` / ``ErrorCode`` stay as the
+shape and the codes of any error.
+"""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +34,11 @@ from litestar.openapi.spec.enums import OpenAPIType
 from litestar.routes import HTTPRoute
 
 from app.api.error_declarations import declared_errors, describe
+from app.api.schemas import ErrorCode
+
+_REF = "#/components/schemas/"
+#: The order codes are named and listed in: the ``ErrorCode`` enum's.
+_CODE_ORDER = {code.value: i for i, code in enumerate(ErrorCode)}
 
 #: Codes whose answers carry ``Retry-After`` (seconds).
 RETRY_AFTER_CODES = frozenset(
@@ -60,24 +77,63 @@ def _operations(openapi: OpenAPI) -> list[Operation]:
     return ops
 
 
+def canonical_codes(codes: Iterable[str]) -> tuple[str, ...]:
+    """``codes`` once each, in ``ErrorCode``'s order (one set, one spelling)."""
+    unknown = sorted(set(codes) - set(_CODE_ORDER))
+    if unknown:
+        raise ValueError(f"error codes missing from ErrorCode: {unknown}")
+    return tuple(sorted(set(codes), key=_CODE_ORDER.__getitem__))
+
+
+def _pascal(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+def error_names(codes: Iterable[str]) -> tuple[str, str]:
+    """The body and the enum component of one set of codes: ``("ThreadBusyOrInvalidStateError",
+    "ThreadBusyOrInvalidStateCode")``; ``validation_error`` alone is ``ValidationError``."""
+    stem = "Or".join(_pascal(code) for code in canonical_codes(codes))
+    return (stem if stem.endswith("Error") else f"{stem}Error"), f"{stem}Code"
+
+
+def _error_components(codes: tuple[str, ...], body: Schema) -> dict[str, Schema]:
+    """``ErrorBody`` (``body``) with ``error`` narrowed to ``codes``, and the enum of them."""
+    body_name, enum_name = error_names(codes)
+    ordered = canonical_codes(codes)
+    quoted = [f"`{code}`" for code in ordered]
+    listed = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
+    narrowed = copy.deepcopy(body)
+    narrowed.title = body_name
+    narrowed.description = f"An ErrorBody whose `error` is {listed}."
+    narrowed.properties = {**(narrowed.properties or {}), "error": Reference(ref=_REF + enum_name)}
+    enum = Schema(
+        type=OpenAPIType.STRING,
+        enum=list(ordered),
+        title=enum_name,
+        description=f"The `error` codes {body_name} carries: {describe(ordered)}.",
+    )
+    return {body_name: narrowed, enum_name: enum}
+
+
 def error_response(codes: tuple[str, ...]) -> ErrorResponse:
-    """The response of one status: its codes, what each means, ``Retry-After`` if any has it."""
+    """The response of one status: its codes, what each means, ``Retry-After`` if any has it,
+    and the body narrowed to those codes (``error_names``)."""
     retry = any(code in RETRY_AFTER_CODES for code in codes)
     return ErrorResponse(
         description=describe(codes),
         headers={"Retry-After": _retry_after()} if retry else None,
         content={
-            "application/json": OpenAPIMediaType(
-                schema=Reference(ref="#/components/schemas/ErrorBody")
-            )
+            "application/json": OpenAPIMediaType(schema=Reference(ref=_REF + error_names(codes)[0]))
         },
         error_codes=list(codes),
     )
 
 
 def document_errors(app: Litestar) -> None:
-    """Every operation's error responses, exactly the statuses and codes it declares."""
+    """Every operation's error responses, exactly the statuses and codes it declares, and the
+    narrowed bodies they name."""
     openapi = app.openapi_schema
+    code_sets: set[tuple[str, ...]] = set()
     for route in app.routes:
         if not isinstance(route, HTTPRoute):
             continue
@@ -99,8 +155,26 @@ def document_errors(app: Litestar) -> None:
                     if isinstance(existing, OpenAPIResponse) and _is_health(existing):
                         continue
                     responses[str(status)] = error_response(codes)
+                    code_sets.add(canonical_codes(codes))
                 _document_headers(handler, responses)
                 op.responses = dict(sorted(responses.items()))
+    _add_error_components(openapi, code_sets)
+
+
+def _add_error_components(openapi: OpenAPI, code_sets: Iterable[tuple[str, ...]]) -> None:
+    schemas = dict(openapi.components.schemas or {})
+    body = schemas["ErrorBody"]
+    assert isinstance(body, Schema)
+    for prop in (body.properties or {}).values():
+        if isinstance(prop, Schema):
+            prop.default = None  # a response's field: always sent, so required with no default
+    body.required = sorted(body.properties or {})
+    for codes in sorted(code_sets):
+        for name, schema in _error_components(codes, body).items():
+            if schemas.get(name, schema) != schema:
+                raise ValueError(f"error component {name} collides with a schema of that name")
+            schemas[name] = schema
+    openapi.components.schemas = dict(sorted(schemas.items()))
 
 
 def _document_headers(handler: HTTPRouteHandler, responses: dict[str, Any]) -> None:

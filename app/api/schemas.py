@@ -63,8 +63,8 @@ class ErrorCode(enum.StrEnum):
     COMPRESSION_FAILED = "compression_failed"
     UNAVAILABLE = "unavailable"
     DATABASE_UNAVAILABLE = "database_unavailable"
-    STREAMS_UNAVAILABLE = "streams_unavailable"
     DATABASE_NOT_MIGRATED = "database_not_migrated"
+    STREAMS_UNAVAILABLE = "streams_unavailable"
     WORKDIR_UNAVAILABLE = "workdir_unavailable"
     HTTP_ERROR = "http_error"
 

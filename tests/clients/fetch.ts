@@ -1,11 +1,15 @@
 // The README flow with openapi-typescript types (./gen/api.ts) and openapi-fetch, under
 // `tsc --strict` and with no type assertion: tests/integration/test_generated_clients.py
 // compiles (and runs) it. Usage: node fetch.js <base url> <api key>
+import { createHash } from "node:crypto";
 import createClient from "openapi-fetch";
-import type { components, paths } from "./gen/api";
+import type { components, operations, paths } from "./gen/api";
 
 type RunEvent = components["schemas"]["RunEvent"];
 type MessageOut = components["schemas"]["MessageOut"];
+/** An operation's error body at one status: the codes it declares there, and only those. */
+type ErrorAt<Op extends keyof operations, Status extends keyof operations[Op]["responses"]> =
+  operations[Op]["responses"][Status] extends { content: { "application/json": infer Body } } ? Body : never;
 
 const [baseUrl = "http://127.0.0.1:8000", key = "dev-key"] = process.argv.slice(2);
 const client = createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${key}` } });
@@ -36,14 +40,16 @@ async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string
   }
 }
 
+/** Wait for dispatch: WaitRequest long-polls until a worker took the request and names its run
+ * (or answers it still `queued` after `timeout` s: ask again). */
 async function runOf(requestId: string): Promise<string> {
-  for (let i = 0; i < 600; i++) {
-    const { data, error } = await client.GET("/v1/requests/{request_id}", {
-      params: { path: { request_id: requestId } },
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const { data, error } = await client.GET("/v1/requests/{request_id}/wait", {
+      params: { path: { request_id: requestId }, query: { timeout: 30 } },
     });
-    if (!data) return fail("GetRequest", error);
+    if (!data) return fail("WaitRequest", error);
     if (data.run_id !== null) return data.run_id;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (data.status === "cancelled") throw new Error("request cancelled");
   }
   throw new Error("never dispatched");
 }
@@ -83,6 +89,29 @@ async function follow(threadId: string, runId: string): Promise<MessageOut[]> {
   return stored;
 }
 
+/** CompressContext: what it did, or (a typed 422) why there was nothing to do. */
+async function compress(threadId: string): Promise<void> {
+  const compressed = await client.POST("/v1/threads/{thread_id}/context/compress", {
+    params: { path: { thread_id: threadId } },
+  });
+  if (compressed.data) {
+    const { before_tokens, after_tokens, offloaded } = compressed.data;
+    console.log(`compressed: ${before_tokens} -> ${after_tokens} tokens, ${offloaded} offloaded`);
+    return;
+  }
+  // nothing_to_compress, or an agent without manual compression: CompressContext's 422 codes.
+  switch (compressed.error.error) {
+    case "nothing_to_compress":
+    case "not_supported": {
+      const refused: ErrorAt<"CompressContext", 422> = compressed.error;
+      console.log(`${compressed.response.status}: ${refused.error}`);
+      break;
+    }
+    default:
+      fail("CompressContext", compressed.error);
+  }
+}
+
 async function main(): Promise<void> {
   const created = await client.POST("/v1/threads", { body: { title: "openapi-fetch" } });
   if (!created.data) return fail("CreateThread", created.error);
@@ -104,30 +133,48 @@ async function main(): Promise<void> {
   if (!waited.data) return fail("WaitRun", waited.error);
   console.log("run:", waited.data.status, waited.data.input_tokens, "input tokens;", messages.length, "messages");
 
+  // A typed 409: `error` is the union of ResumeRun's own error bodies, told apart by their code
+  // (a code ResumeRun does not declare, `request_not_queued`, is a compile error in a case).
   const busy = await client.POST("/v1/runs/{run_id}/resume", {
     params: { path: { run_id: runId } },
     body: { decisions: [{ type: "approve" }] },
   });
-  if (busy.error && busy.response.status === 409) console.log("409:", busy.error.error);
+  if (busy.error) {
+    switch (busy.error.error) {
+      case "thread_busy":
+      case "invalid_state":
+      case "agent_unavailable": {
+        const conflict: ErrorAt<"ResumeRun", 409> = busy.error; // narrowed by the code: no cast
+        console.log(`${busy.response.status}: ${conflict.error}`);
+        break;
+      }
+      default:
+        return fail("ResumeRun", busy.error);
+    }
+  }
 
+  // The knowledge-base result is large: compression offloads it to the Workdir.
+  await compress(thread.id);
   const state = await client.GET("/v1/threads/{thread_id}/agent-state", {
     params: { path: { thread_id: thread.id } },
   });
   if (!state.data) return fail("GetAgentState", state.error);
   for (const m of state.data.messages) {
     if (m.offload === null) continue;
+    // A Workdir file with its hash: the offloaded original, checked against its SHA-256.
     const file = await client.GET("/v1/threads/{thread_id}/workdir/{path}", {
       params: { path: { thread_id: thread.id, path: m.offload.path } },
       parseAs: "text",
     });
-    console.log(m.offload.path, m.offload.sha256, file.response.headers.get("etag"));
+    if (file.data === undefined) return fail("ReadWorkdirFile", file.error);
+    const sha256 = createHash("sha256").update(file.data, "utf8").digest("hex");
+    const etag = file.response.headers.get("etag");
+    if (sha256 !== m.offload.sha256 || etag !== `"sha256-${sha256}"`) throw new Error(`${m.offload.path}: hash`);
+    console.log(`workdir ${m.offload.path}: sha256 ok, ${m.offload.original_tokens} tokens`);
   }
 
-  const compressed = await client.POST("/v1/threads/{thread_id}/context/compress", {
-    params: { path: { thread_id: thread.id } },
-  });
-  if (compressed.data) console.log("compressed to", compressed.data.after_tokens);
-  else if (compressed.response.status === 422 && compressed.error) console.log("422:", compressed.error.error);
+  // A typed 422: all offloaded already, nothing more to compress.
+  await compress(thread.id);
 }
 
 main().catch((err: unknown) => {

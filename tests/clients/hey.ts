@@ -1,20 +1,28 @@
 // The README flow with the @hey-api/openapi-ts client (generated into ./gen), under `tsc --strict`
 // and with no type assertion: tests/integration/test_generated_clients.py compiles (and runs) it.
 // Usage: node hey.js <base url> <api key>
+import { createHash } from "node:crypto";
 import { createClient, createConfig } from "./gen/client";
 import {
   compressContext,
   createThread,
   getAgentState,
-  getRequest,
   listMessages,
   postMessage,
   readWorkdirFile,
   resumeRun,
   streamRunEvents,
+  waitRequest,
   waitRun,
 } from "./gen/sdk.gen";
-import type { ErrorBody, MessageOut, RunEvent, RunOut } from "./gen/types.gen";
+import type {
+  CompressContextErrors,
+  ErrorBody,
+  MessageOut,
+  ResumeRunErrors,
+  RunEvent,
+  RunOut,
+} from "./gen/types.gen";
 
 const [baseUrl = "http://127.0.0.1:8000", key = "dev-key"] = process.argv.slice(2);
 const client = createClient(createConfig({ baseUrl, auth: () => key }));
@@ -23,13 +31,18 @@ function fail(what: string, error: ErrorBody | undefined): never {
   throw new Error(`${what}: ${error ? `${error.error} ${error.detail}` : "no body"}`);
 }
 
-/** Wait for dispatch: the request names its run once a worker took it. */
+/** Wait for dispatch: WaitRequest long-polls until a worker took the request and names its run
+ * (or answers it still `queued` after `timeout` s: ask again). */
 async function runOf(requestId: string): Promise<string> {
-  for (let i = 0; i < 600; i++) {
-    const { data, error } = await getRequest({ client, path: { request_id: requestId } });
-    if (!data) return fail("GetRequest", error);
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const { data, error } = await waitRequest({
+      client,
+      path: { request_id: requestId },
+      query: { timeout: 30 },
+    });
+    if (!data) return fail("WaitRequest", error);
     if (data.run_id !== null) return data.run_id;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (data.status === "cancelled") throw new Error("request cancelled");
   }
   throw new Error("never dispatched");
 }
@@ -73,6 +86,27 @@ async function follow(threadId: string, runId: string): Promise<MessageOut[]> {
   return stored;
 }
 
+/** CompressContext: what it did, or (a typed 422) why there was nothing to do. */
+async function compress(threadId: string): Promise<void> {
+  const compressed = await compressContext({ client, path: { thread_id: threadId } });
+  if (compressed.data) {
+    const { before_tokens, after_tokens, offloaded } = compressed.data;
+    console.log(`compressed: ${before_tokens} -> ${after_tokens} tokens, ${offloaded} offloaded`);
+    return;
+  }
+  // nothing_to_compress, or an agent without manual compression: CompressContext's 422 codes.
+  switch (compressed.error.error) {
+    case "nothing_to_compress":
+    case "not_supported": {
+      const refused: CompressContextErrors[422] = compressed.error;
+      console.log(`${compressed.response?.status}: ${refused.error}`);
+      break;
+    }
+    default:
+      fail("CompressContext", compressed.error);
+  }
+}
+
 async function main(): Promise<void> {
   const created = await createThread({ client, body: { title: "hey-api" } });
   if (!created.data) return fail("CreateThread", created.error);
@@ -97,28 +131,46 @@ async function main(): Promise<void> {
   if (!run) return fail("WaitRun", waited.error);
   console.log("run:", run.status, run.input_tokens, "input tokens;", messages.length, "messages");
 
-  // A typed 409: a second message while the thread is busy, or a resume of a run not waiting.
+  // A typed 409: a resume of a run not waiting for a decision. `error` is the union of
+  // ResumeRun's own error bodies, told apart by their `error` code: a code ResumeRun does not
+  // declare (`request_not_queued`) is a compile error in a case.
   const busy = await resumeRun({ client, path: { run_id: runId }, body: { decisions: [{ type: "approve" }] } });
-  if (busy.error && busy.response?.status === 409) console.log("409:", busy.error.error);
+  if (busy.error) {
+    switch (busy.error.error) {
+      case "thread_busy":
+      case "invalid_state":
+      case "agent_unavailable": {
+        const conflict: ResumeRunErrors[409] = busy.error; // narrowed by the code: no cast
+        console.log(`${busy.response?.status}: ${conflict.error}`);
+        break;
+      }
+      default:
+        return fail("ResumeRun", busy.error);
+    }
+  }
 
+  // The knowledge-base result is large: compression offloads it to the Workdir.
+  await compress(thread.id);
   const state = await getAgentState({ client, path: { thread_id: thread.id } });
   if (!state.data) return fail("GetAgentState", state.error);
   console.log("pressure:", state.data.context.pressure);
   for (const m of state.data.messages) {
     if (m.offload === null) continue;
-    // A Workdir file with its hash: the offloaded original and its SHA-256.
+    // A Workdir file with its hash: the offloaded original, checked against its SHA-256.
     const file = await readWorkdirFile({
       client,
       path: { thread_id: thread.id, path: m.offload.path },
       parseAs: "text",
     });
-    console.log(m.offload.path, m.offload.sha256, m.offload.original_tokens, typeof file.data);
+    if (file.data === undefined) return fail("ReadWorkdirFile", file.error);
+    const sha256 = createHash("sha256").update(file.data, "utf8").digest("hex");
+    const header = file.response?.headers.get("x-content-sha256");
+    if (sha256 !== m.offload.sha256 || header !== sha256) throw new Error(`${m.offload.path}: hash`);
+    console.log(`workdir ${m.offload.path}: sha256 ok, ${m.offload.original_tokens} tokens`);
   }
 
-  const compressed = await compressContext({ client, path: { thread_id: thread.id } });
-  if (compressed.data) console.log("compressed to", compressed.data.after_tokens);
-  // A typed 422: nothing (more) to compress.
-  else if (compressed.response?.status === 422 && compressed.error) console.log("422:", compressed.error.error);
+  // A typed 422: all offloaded already, nothing more to compress.
+  await compress(thread.id);
 }
 
 main().catch((err: unknown) => {

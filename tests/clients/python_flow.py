@@ -9,31 +9,36 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, assert_never
 from uuid import UUID
 
 from threadkeeper_client import AuthenticatedClient
 from threadkeeper_client.api.context import compress_context, get_agent_state, read_workdir_file
-from threadkeeper_client.api.runs import get_request, resume_run, wait_run
+from threadkeeper_client.api.runs import resume_run, wait_request, wait_run
 from threadkeeper_client.api.threads import create_thread, list_messages, post_message
 from threadkeeper_client.models import (
+    AgentStateOut,
     CompressionEvent,
+    CompressOut,
     CreateThreadIn,
     Decision,
     DecisionType,
     DeltaEvent,
-    ErrorBody,
     MessageAddedEvent,
     MessageOut,
     MessagePage,
+    NothingToCompressOrNotSupportedCode,
+    NothingToCompressOrNotSupportedError,
     PostMessageIn,
     PostMessageOut,
     RequestOut,
+    RequestStatus,
     ResumeIn,
     RunOut,
     StatusEvent,
+    ThreadBusyOrInvalidStateOrAgentUnavailableCode,
+    ThreadBusyOrInvalidStateOrAgentUnavailableError,
     ThreadOut,
 )
 
@@ -65,14 +70,29 @@ def sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
 
 
 def run_of(client: AuthenticatedClient, request_id: UUID) -> UUID:
-    """Wait for dispatch: the request names its run once a worker took it."""
-    for _ in range(600):
-        got = get_request.sync_detailed(request_id, client=client).parsed
+    """Wait for dispatch: WaitRequest long-polls until a worker took the request and names its
+    run (or answers it still ``queued`` after ``timeout`` s: ask again)."""
+    for _ in range(10):
+        got = wait_request.sync_detailed(request_id, client=client, timeout=30).parsed
         assert isinstance(got, RequestOut), got
         if got.run_id is not None:
             return got.run_id
-        time.sleep(0.1)
+        assert got.status is not RequestStatus.CANCELLED, "request cancelled"
     raise AssertionError("never dispatched")
+
+
+def conflict(error: ThreadBusyOrInvalidStateOrAgentUnavailableError) -> str:
+    """ResumeRun's 409: exactly its three codes (``assert_never`` checks none is left out)."""
+    code = ThreadBusyOrInvalidStateOrAgentUnavailableCode
+    match error.error:
+        case code.THREAD_BUSY:
+            return "thread_busy: retry later"
+        case code.INVALID_STATE:
+            return "invalid_state: the run is not waiting for a decision"
+        case code.AGENT_UNAVAILABLE:
+            return "agent_unavailable: the thread's agent is gone"
+        case _:
+            assert_never(error.error)
 
 
 def follow(client: AuthenticatedClient, thread_id: UUID, run_id: UUID) -> list[MessageOut]:
@@ -97,6 +117,23 @@ def follow(client: AuthenticatedClient, thread_id: UUID, run_id: UUID) -> list[M
     return stored
 
 
+def compress(client: AuthenticatedClient, thread_id: UUID) -> None:
+    """CompressContext: what it did, or (a typed 422) why there was nothing to do."""
+    compressed = compress_context.sync_detailed(thread_id, client=client)
+    if isinstance(compressed.parsed, NothingToCompressOrNotSupportedError):
+        refused = compressed.parsed.error
+        if refused is NothingToCompressOrNotSupportedCode.NOTHING_TO_COMPRESS:
+            print(f"{compressed.status_code.value}: {refused.value}")
+        else:
+            print(f"{compressed.status_code.value}: {refused.value} (no manual compression)")
+        return
+    assert isinstance(compressed.parsed, CompressOut), compressed.parsed
+    done = compressed.parsed
+    print(
+        f"compressed: {done.before_tokens} -> {done.after_tokens} tokens, {done.offloaded} offloaded"
+    )
+
+
 def main(base_url: str, key: str) -> None:
     client = AuthenticatedClient(base_url=base_url, token=key, raise_on_unexpected_status=True)
     thread = create_thread.sync_detailed(client=client, body=CreateThreadIn(title="python")).parsed
@@ -118,26 +155,28 @@ def main(base_url: str, key: str) -> None:
     assert isinstance(run, RunOut), run
     print("run:", run.status.value, run.input_tokens > 0)
 
-    # A typed 409: the run is not waiting for a decision.
+    # A typed 409: the run is not waiting for a decision. Each status of ResumeRun parses into
+    # its own class, whose ``error`` is an enum of the codes ResumeRun declares there.
     decisions = ResumeIn(decisions=[Decision(type_=DecisionType.APPROVE)])
     busy = resume_run.sync_detailed(run_id, client=client, body=decisions)
-    if isinstance(busy.parsed, ErrorBody):
-        print(f"{busy.status_code.value}:", busy.parsed.error.value)
+    if isinstance(busy.parsed, ThreadBusyOrInvalidStateOrAgentUnavailableError):
+        print(f"{busy.status_code.value}: {conflict(busy.parsed)}")
 
+    # The knowledge-base result is large: compression offloads it to the Workdir.
+    compress(client, thread.id)
     state = get_agent_state.sync_detailed(thread.id, client=client).parsed
-    assert not isinstance(state, ErrorBody) and state is not None
+    assert isinstance(state, AgentStateOut), state
     for m in state.messages:
         if m.offload is None:
             continue
         # A Workdir file with its hash: the offloaded original, checked against its SHA-256.
         file = read_workdir_file.sync_detailed(thread.id, m.offload.path, client=client)
-        assert hashlib.sha256(file.content).hexdigest() == m.offload.sha256
+        sha256 = hashlib.sha256(file.content).hexdigest()
+        assert sha256 == m.offload.sha256 == file.headers["x-content-sha256"], m.offload.path
+        print(f"workdir {m.offload.path}: sha256 ok, {m.offload.original_tokens} tokens")
 
-    compressed = compress_context.sync_detailed(thread.id, client=client)
-    if isinstance(compressed.parsed, ErrorBody):  # a typed 422: nothing to compress
-        print(f"{compressed.status_code.value}:", compressed.parsed.error.value)
-    elif compressed.parsed is not None:
-        print("compressed:", compressed.parsed.after_tokens <= compressed.parsed.before_tokens)
+    # A typed 422: all offloaded already, nothing more to compress.
+    compress(client, thread.id)
 
 
 if __name__ == "__main__":

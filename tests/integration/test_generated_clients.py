@@ -6,6 +6,11 @@ live server (issue 21): @hey-api/openapi-ts and openapi-typescript + openapi-fet
 The programs live in tests/clients/ (hey.ts, fetch.ts, python_flow.py) with the Node packages
 (package.json + package-lock.json), installed here with ``npm ci`` once per lock file into
 ``.cache/client-checks/<hash of the lock>`` (gitignored), so later runs reuse them.
+
+Each error response's body is narrowed to the codes its operation declares at that status
+(app/api/openapi.py), so the programs switch on ``error`` per operation; the programs in
+tests/clients/must_not_compile/ use a code (or leave one out) where the operation says otherwise,
+and the checker must reject exactly their lines marked ``expected: <diagnostic>``.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +31,7 @@ import pytest
 
 from app.main import create_app
 from tests.conftest import API_KEY, make_settings
-from tests.support.corpus import DOC
+from tests.support.corpus import BIG, BIG_DOC
 from tests.support.live_server import serve_in_thread
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -37,14 +44,36 @@ TS_CASTS = (" as ", "<any>", ": any", "!.", "!;", "!)", "@ts-")
 PY_CASTS = ("cast(", "type: ignore", "Any)", "Any =")
 
 
-def run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
+NEGATIVE = CLIENTS / "must_not_compile"
+#: A diagnostic of tsc (``file.ts(12,10): error TS2678: ...``) and of mypy
+#: (``file.py:21: error: ...  [attr-defined]``), as (line, code).
+TS_DIAGNOSTIC = re.compile(r"^[^(\s]+\((\d+),\d+\): error (TS\d+):", re.MULTILINE)
+PY_DIAGNOSTIC = re.compile(r"^[^:\s]+:(\d+): error: .*\[([a-z-]+)\]$", re.MULTILINE)
+EXPECTED = re.compile(r"expected: ([A-Za-z0-9-]+)")
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 300, *, fails: bool = False) -> str:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(
         cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False
     )
     output = done.stdout + done.stderr
-    assert done.returncode == 0, f"{' '.join(cmd)}:\n{output}"
+    assert (done.returncode != 0) == fails, f"{' '.join(cmd)} (exit {done.returncode}):\n{output}"
     return output
+
+
+def expected_diagnostics(program: Path) -> set[tuple[int, str]]:
+    """The (line, diagnostic code) pairs a must-not-compile program marks ``expected: <code>``."""
+    lines = program.read_text().splitlines()
+    found = {(n, m.group(1)) for n, line in enumerate(lines, 1) for m in EXPECTED.finditer(line)}
+    assert found, f"{program.name} marks no expected diagnostic"
+    return found
+
+
+def assert_rejected(output: str, program: Path, pattern: re.Pattern[str]) -> None:
+    """The checker failed on exactly the marked lines, each with its marked code."""
+    got = {(int(line), code) for line, code in pattern.findall(output)}
+    assert got == expected_diagnostics(program), output
 
 
 @pytest.fixture(scope="session")
@@ -71,10 +100,13 @@ def live(clean_db: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A live server with a knowledge-base document, and its OpenAPI document on disk."""
     import httpx
 
-    app = create_app(make_settings(clean_db, tmp_path / "workdir", worker_poll_seconds=0.1))
+    # A large document previewed small: CompressContext offloads the knowledge-base result to
+    # the Workdir, so each program reads a Workdir file and checks its hash.
+    settings = make_settings(clean_db, tmp_path / "workdir", worker_poll_seconds=0.1, **BIG)
+    app = create_app(settings)
     with serve_in_thread(app) as base_url:
         headers = {"Authorization": f"Bearer {API_KEY}"}
-        doc = {"title": "Operations guide", "content": DOC}
+        doc = {"title": "Operations guide", "content": BIG_DOC}
         added = httpx.post(
             f"{base_url}/v1/knowledge-bases/default/documents", json=doc, headers=headers
         )
@@ -107,11 +139,61 @@ def compile_and_run(project: Path, program: str, base_url: str) -> list[str]:
     return run(["node", str(script), base_url, API_KEY], project).splitlines()
 
 
+def assert_typescript_rejects(project: Path, program: str) -> None:
+    """tsc --strict rejects tests/clients/must_not_compile/<program> against the same client."""
+    negative = project / f"must_not_compile_{program}"
+    shutil.copy(NEGATIVE / program, negative)
+    no_casts(negative)
+    config = json.loads((project / "tsconfig.json").read_text())
+    (project / "tsconfig.negative.json").write_text(
+        json.dumps(
+            {
+                **config,
+                "files": [negative.name],
+                "compilerOptions": {**config["compilerOptions"], "noEmit": True},
+            }
+        )
+    )
+    tsc = str(project / "node_modules" / ".bin" / "tsc")
+    output = run([tsc, "-p", "tsconfig.negative.json"], project, fails=True)
+    assert_rejected(output, negative, TS_DIAGNOSTIC)
+
+
+WAIT_REQUEST = "/v1/requests/{request_id}/wait"
+GET_REQUEST = "/v1/requests/{request_id}"
+
+
+def requests_to(base_url: str) -> Counter[str]:
+    """GET requests answered so far, by route template, from the live server's ``/metrics``."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counted: Counter[str] = Counter()
+    for family in text_string_to_metric_families(httpx.get(f"{base_url}/metrics").text):
+        for sample in family.samples:
+            if (
+                sample.name == "threadkeeper_http_requests_total"
+                and sample.labels["method"] == "GET"
+            ):
+                counted[sample.labels["route"]] += int(sample.value)
+    return counted
+
+
+def assert_waited_for_dispatch(base_url: str, before: Counter[str]) -> None:
+    """The program waited for dispatch with WaitRequest (a long-poll), never polling GetRequest."""
+    during = requests_to(base_url) - before
+    assert during[WAIT_REQUEST] >= 1, during
+    assert during[GET_REQUEST] == 0, during
+
+
 def assert_flow(lines: list[str]) -> None:
     """What every program prints: the final status frame, the finished run, a typed error."""
     text = "\n".join(lines)
     assert "run completed" in text or "final: completed" in text, text
+    assert any(line.startswith("workdir ") and "sha256 ok" in line for line in lines), text
     assert any(line.startswith(("409: invalid_state", "409: thread_busy")) for line in lines), text
+    assert any(line.startswith("compressed: ") and "1 offloaded" in line for line in lines), text
+    assert any(line.startswith("422: nothing_to_compress") for line in lines), text
 
 
 def test_hey_api_client(live: tuple[str, Path], node_modules: Path, tmp_path: Path) -> None:
@@ -130,8 +212,11 @@ def test_hey_api_client(live: tuple[str, Path], node_modules: Path, tmp_path: Pa
         project,
     )
     assert "warn" not in output.lower(), output
+    before = requests_to(base_url)
     lines = compile_and_run(project, "hey.ts", base_url)
+    assert_waited_for_dispatch(base_url, before)
     assert_flow(lines)
+    assert_typescript_rejects(project, "hey.ts")
     assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
 
 
@@ -142,8 +227,11 @@ def test_openapi_typescript_and_fetch(
     project = typescript_project(tmp_path, node_modules, "fetch.ts")
     (project / "gen").mkdir()
     run([str(node_modules / ".bin" / "openapi-typescript"), str(spec), "-o", "gen/api.ts"], project)
+    before = requests_to(base_url)
     lines = compile_and_run(project, "fetch.ts", base_url)
+    assert_waited_for_dispatch(base_url, before)
     assert_flow(lines)
+    assert_typescript_rejects(project, "fetch.ts")
     assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
 
 
@@ -177,7 +265,18 @@ def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
         [str(BIN / "mypy"), "--strict", "--no-incremental", "--config-file=", program.name],
         tmp_path,
     )
+    before = requests_to(base_url)
     lines = run([sys.executable, program.name, base_url, API_KEY], tmp_path).splitlines()
+    assert_waited_for_dispatch(base_url, before)
     assert_flow(lines)
     assert "messages: assistant tool assistant" in lines, lines
     assert "run: completed True" in lines, lines
+    negative = tmp_path / "python_codes.py"
+    shutil.copy(NEGATIVE / "python_codes.py", negative)
+    no_casts(negative)
+    output = run(
+        [str(BIN / "mypy"), "--strict", "--no-incremental", "--config-file=", negative.name],
+        tmp_path,
+        fails=True,
+    )
+    assert_rejected(output, negative, PY_DIAGNOSTIC)

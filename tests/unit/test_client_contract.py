@@ -119,3 +119,55 @@ def test_no_generated_examples_and_a_described_api(document: dict[str, Any]) -> 
     ]
     assert not found, found
     assert "token budget" in document["info"]["description"]
+
+
+def _error_bodies(document: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """(operationId, status) -> the component name of that error response's body."""
+    found = {}
+    for item in document["paths"].values():
+        for op in item.values():
+            for status, response in (op.get("responses") or {}).items():
+                if "x-error-codes" in response:
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    found[(op["operationId"], status)] = ref.rsplit("/", 1)[1]
+    return found
+
+
+def test_error_bodies_are_narrowed_to_the_operations_codes(document: dict[str, Any]) -> None:
+    """Each error response names a body whose ``error`` is an enum of exactly the codes the
+    operation declares at that status: one shared body (and enum) per distinct set of codes."""
+    schemas = _schemas(document)
+    bodies = _error_bodies(document)
+    codes_of: dict[str, list[str]] = {}
+    for (op_id, status), name in bodies.items():
+        response = document["paths"]
+        declared = next(
+            r["x-error-codes"]
+            for item in response.values()
+            for op in item.values()
+            if op.get("operationId") == op_id
+            for s, r in op["responses"].items()
+            if s == status
+        )
+        body = schemas[name]
+        assert body["required"] == ["detail", "error", "fields"], name
+        assert set(body["properties"]) == set(schemas["ErrorBody"]["properties"]), name
+        enum = _ref(body["properties"]["error"])
+        assert sorted(schemas[enum]["enum"]) == sorted(declared), (op_id, status)
+        assert enum == name.removesuffix("Error") + "Code" or name == enum.removesuffix("Code")
+        codes_of.setdefault(name, sorted(declared))
+        assert codes_of[name] == sorted(declared), name  # one name, one set
+    # One body per distinct set: as many bodies as sets, shared across operations and statuses.
+    assert len(set(bodies.values())) == len({tuple(c) for c in codes_of.values()})
+    assert bodies[("CancelRun", "409")] == "ThreadBusyOrInvalidStateError"
+    assert bodies[("CancelRequest", "409")] == "ThreadBusyOrRequestNotQueuedError"
+    assert schemas["ThreadBusyOrRequestNotQueuedCode"]["enum"] == [
+        "thread_busy",
+        "request_not_queued",
+    ]
+    assert bodies[("CompressContext", "422")] == "NothingToCompressOrNotSupportedError"
+    assert bodies[("GetThread", "404")] == bodies[("GetRun", "404")] == "NotFoundError"
+    assert bodies[("ResumeRun", "400")] == bodies[("ResumeRun", "422")] == "ValidationError"
+    assert schemas["ValidationErrorCode"]["enum"] == ["validation_error"]
+    # The shape and the codes of any error stay, for code that handles every error alike.
+    assert "ErrorBody" in schemas and "ErrorCode" in schemas

@@ -207,6 +207,19 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * The `error` codes CompressionFailedError carries: `compression_failed`: the summarizer failed; nothing was written.
+ * @typedef {("compression_failed")} CompressionFailedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `compression_failed`.
+ * @typedef {Object} CompressionFailedError
+ * @property {CompressionFailedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
  * @typedef {("threshold" | "overflow" | "manual")} CompressionReason
  */
 
@@ -223,6 +236,32 @@ async function request(config, op, args, options) {
  * @property {string} [title] Default: `""`. (length 0..500)
  * @property {(string | null)} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$
  * @property {Record<string, any>} [metadata]
+ */
+
+/**
+ * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s.
+ * @typedef {("database_unavailable" | "database_not_migrated")} DatabaseUnavailableOrDatabaseNotMigratedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `database_unavailable` or `database_not_migrated`.
+ * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedError
+ * @property {DatabaseUnavailableOrDatabaseNotMigratedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `streams_unavailable`: this process follows as many runs as it can or is shutting down; refused before the stream starts, retry.
+ * @typedef {("database_unavailable" | "database_not_migrated" | "streams_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated` or `streams_unavailable`.
+ * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError
+ * @property {DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**
@@ -271,13 +310,13 @@ async function request(config, op, args, options) {
 /**
  * @typedef {Object} ErrorBody
  * @property {ErrorCode} error
- * @property {string} detail default ""
+ * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "streams_unavailable" | "database_not_migrated" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -300,6 +339,32 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {("ok" | "ready" | "starting" | "unavailable" | "migrating")} HealthStatus
+ */
+
+/**
+ * The `error` codes IdempotencyKeyReusedError carries: `idempotency_key_reused`: the Idempotency-Key was used on this thread with another body.
+ * @typedef {("idempotency_key_reused")} IdempotencyKeyReusedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `idempotency_key_reused`.
+ * @typedef {Object} IdempotencyKeyReusedError
+ * @property {IdempotencyKeyReusedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * An ErrorBody whose `error` is `internal_error`.
+ * @typedef {Object} InternalError
+ * @property {InternalErrorCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes InternalError carries: `internal_error`: a server bug; the response's X-Request-ID names it in the log.
+ * @typedef {("internal_error")} InternalErrorCode
  */
 
 /**
@@ -361,12 +426,64 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * The `error` codes MethodNotAllowedError carries: `method_not_allowed`: the path does not take this method.
+ * @typedef {("method_not_allowed")} MethodNotAllowedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `method_not_allowed`.
+ * @typedef {Object} MethodNotAllowedError
+ * @property {MethodNotAllowedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes NotFoundError carries: `not_found`: no such resource for this principal.
+ * @typedef {("not_found")} NotFoundCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `not_found`.
+ * @typedef {Object} NotFoundError
+ * @property {NotFoundCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes NothingToCompressOrNotSupportedError carries: `nothing_to_compress`: nothing could be offloaded or summarized / `not_supported`: the thread's agent does not declare the capability this needs.
+ * @typedef {("nothing_to_compress" | "not_supported")} NothingToCompressOrNotSupportedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `nothing_to_compress` or `not_supported`.
+ * @typedef {Object} NothingToCompressOrNotSupportedError
+ * @property {NothingToCompressOrNotSupportedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
  * @typedef {Object} Offload
  * @property {string} path
  * @property {string} sha256
  * @property {number} chars
  * @property {number} bytes
  * @property {number} original_tokens
+ */
+
+/**
+ * The `error` codes PayloadTooLargeError carries: `payload_too_large`: the body is over the server's limit (THREADKEEPER_MAX_REQUEST_BYTES).
+ * @typedef {("payload_too_large")} PayloadTooLargeCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `payload_too_large`.
+ * @typedef {Object} PayloadTooLargeError
+ * @property {PayloadTooLargeCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**
@@ -382,6 +499,45 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * The `error` codes RateLimitedError carries: `rate_limited`: this principal's request rate is over the limit; retry after `Retry-After` s.
+ * @typedef {("rate_limited")} RateLimitedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `rate_limited`.
+ * @typedef {Object} RateLimitedError
+ * @property {RateLimitedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes RateLimitedOrTooManyStreamsError carries: `rate_limited`: this principal's request rate is over the limit; retry after `Retry-After` s / `too_many_streams`: this principal's open event streams and long-polls are at the limit; retry after `Retry-After` s.
+ * @typedef {("rate_limited" | "too_many_streams")} RateLimitedOrTooManyStreamsCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `rate_limited` or `too_many_streams`.
+ * @typedef {Object} RateLimitedOrTooManyStreamsError
+ * @property {RateLimitedOrTooManyStreamsCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes RequestHeaderTooLargeError carries: `request_header_too_large`: the request line and headers exceed the server's limit.
+ * @typedef {("request_header_too_large")} RequestHeaderTooLargeCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `request_header_too_large`.
+ * @typedef {Object} RequestHeaderTooLargeError
+ * @property {RequestHeaderTooLargeCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
  * @typedef {Object} RequestOut
  * @property {string} id uuid
  * @property {string} thread_id uuid
@@ -394,6 +550,19 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {("queued" | "dispatched" | "cancelled")} RequestStatus
+ */
+
+/**
+ * The `error` codes RequestTimeoutError carries: `request_timeout`: the request head did not arrive in time (the connection is closed).
+ * @typedef {("request_timeout")} RequestTimeoutCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `request_timeout`.
+ * @typedef {Object} RequestTimeoutError
+ * @property {RequestTimeoutCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**
@@ -490,6 +659,71 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * The `error` codes ThreadBusyError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s.
+ * @typedef {("thread_busy")} ThreadBusyCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `thread_busy`.
+ * @typedef {Object} ThreadBusyError
+ * @property {ThreadBusyCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes ThreadBusyOrAgentUnavailableError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `agent_unavailable`: the thread's agent is not registered any more or could not start.
+ * @typedef {("thread_busy" | "agent_unavailable")} ThreadBusyOrAgentUnavailableCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `thread_busy` or `agent_unavailable`.
+ * @typedef {Object} ThreadBusyOrAgentUnavailableError
+ * @property {ThreadBusyOrAgentUnavailableCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes ThreadBusyOrInvalidStateError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `invalid_state`: the run is not in a state that allows this.
+ * @typedef {("thread_busy" | "invalid_state")} ThreadBusyOrInvalidStateCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `thread_busy` or `invalid_state`.
+ * @typedef {Object} ThreadBusyOrInvalidStateError
+ * @property {ThreadBusyOrInvalidStateCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes ThreadBusyOrInvalidStateOrAgentUnavailableError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `invalid_state`: the run is not in a state that allows this / `agent_unavailable`: the thread's agent is not registered any more or could not start.
+ * @typedef {("thread_busy" | "invalid_state" | "agent_unavailable")} ThreadBusyOrInvalidStateOrAgentUnavailableCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `thread_busy`, `invalid_state` or `agent_unavailable`.
+ * @typedef {Object} ThreadBusyOrInvalidStateOrAgentUnavailableError
+ * @property {ThreadBusyOrInvalidStateOrAgentUnavailableCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes ThreadBusyOrRequestNotQueuedError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `request_not_queued`: a run already took this request; cancel the run instead.
+ * @typedef {("thread_busy" | "request_not_queued")} ThreadBusyOrRequestNotQueuedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `thread_busy` or `request_not_queued`.
+ * @typedef {Object} ThreadBusyOrRequestNotQueuedError
+ * @property {ThreadBusyOrRequestNotQueuedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
  * @typedef {Object} ThreadOut
  * @property {string} id uuid
  * @property {string} title
@@ -518,9 +752,61 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * The `error` codes UnauthorizedError carries: `unauthorized`: missing or wrong API key.
+ * @typedef {("unauthorized")} UnauthorizedCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `unauthorized`.
+ * @typedef {Object} UnauthorizedError
+ * @property {UnauthorizedCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes UnknownAgentError carries: `unknown_agent`: `agent_id` names no registered agent (ListAgents lists them).
+ * @typedef {("unknown_agent")} UnknownAgentCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `unknown_agent`.
+ * @typedef {Object} UnknownAgentError
+ * @property {UnknownAgentCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
  * @typedef {Object} UpdateThreadIn
  * @property {(string)} [title] length 0..500
  * @property {(Record<string, any>)} [metadata]
+ */
+
+/**
+ * An ErrorBody whose `error` is `validation_error`.
+ * @typedef {Object} ValidationError
+ * @property {ValidationErrorCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * The `error` codes ValidationError carries: `validation_error`: malformed JSON, an unknown field, a bad value, parameter or id, two Authorization headers.
+ * @typedef {("validation_error")} ValidationErrorCode
+ */
+
+/**
+ * The `error` codes WorkdirUnavailableError carries: `workdir_unavailable`: the Workdir could not be written; nothing was changed.
+ * @typedef {("workdir_unavailable")} WorkdirUnavailableCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `workdir_unavailable`.
+ * @typedef {Object} WorkdirUnavailableError
+ * @property {WorkdirUnavailableCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 // --- operations -----------------------------------------------------------------------------------

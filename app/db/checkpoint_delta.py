@@ -124,12 +124,16 @@ def parse_delta(type_: str) -> tuple[str, int, str]:
 
 def load_blobs(serde: SerializerProtocol, rows: Sequence[Sequence[bytes]] | None) -> dict[str, Any]:
     """Channel values from the read's rows ``[channel, type, blob, version, is_head]``: a delta
-    head is rebuilt from its chain (all the chain's rows come in the same array)."""
+    head is rebuilt from its chain (all the chain's rows come in the same array). A row of three
+    (upstream's pre-v4 migration) is a head."""
     if not rows:
         return {}
     by_version: dict[tuple[str, str], tuple[str, bytes]] = {}
     heads: list[tuple[str, str]] = []
-    for channel, kind, blob, version, head in rows:
+    for row in rows:
+        # Upstream's migration of pre-v4 pending sends appends [channel, type, blob] rows.
+        channel, kind, blob = row[0], row[1], row[2]
+        version, head = (row[3], row[4]) if len(row) > 3 else (b"", b"t")
         key = (channel.decode(), version.decode())
         by_version[key] = (kind.decode(), blob)
         if head == b"t":

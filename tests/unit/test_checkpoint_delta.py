@@ -106,3 +106,10 @@ def test_the_lineage_forgets_old_threads_and_deleted_ones() -> None:
     assert lineage.base_for(("c", "", "messages"), "c1") is not None
     lineage.forget_thread("c")
     assert lineage.base_for(("c", "", "messages"), "c1") is None
+
+
+def test_rows_of_three_are_heads_as_upstream_appends_them() -> None:
+    kind, data = SERDE.dumps_typed(["send"])
+    assert delta.load_blobs(SERDE, [[b"__pregel_tasks", kind.encode(), data]]) == {
+        "__pregel_tasks": ["send"]
+    }

@@ -92,6 +92,8 @@ async def test_a_broken_write_is_not_a_base(saver: BoundedPostgresSaver, clean_d
         await blocker.execute("LOCK TABLE checkpoint_blobs IN SHARE MODE")
         writing = asyncio.create_task(_put(saver, 3, c2, view3))
         for _ in range(1500):  # a hang guard, not a timing assertion
+            # pg_stat_activity is read once per transaction unless its snapshot is cleared.
+            await blocker.execute("SELECT pg_stat_clear_snapshot()")
             row = await (
                 await blocker.execute(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

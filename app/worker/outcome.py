@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.db.models import AgentRun, RunStatus
 from app.db.run_events import RunError
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, handoff_marker
 from app.worker.errors import CANCELLED, WORKER_STOPPED
@@ -35,22 +36,26 @@ class RunOutcomes:
             run is not None and run.status == RunStatus.RUNNING and run.lease_holder == self.holder
         )
 
+    @property
+    def engine(self) -> AsyncEngine:
+        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
+        engine: AsyncEngine = self.sessions.kw["bind"]
+        return engine
+
     async def finish(self, claimed: ClaimedRun, result: RunResult) -> None:
-        async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            run = await runs.lock(claimed.run_id)
-            if run is None or not self._ours(run):
-                return  # recovered or cancelled meanwhile: the other party wrote the outcome
-            if run.cancel_requested and result.status != RunStatus.COMPLETED:
-                await runs.cancel(claimed.run_id, CANCELLED)
-            elif result.status == RunStatus.INTERRUPTED:
-                assert result.interrupt is not None
-                await runs.interrupt(claimed.run_id, result.interrupt)
-            elif result.status == RunStatus.COMPLETED:
-                await runs.complete(claimed.run_id)
-            else:
-                assert result.error is not None
-                await runs.fail(claimed.run_id, result.error)
+        """The run's outcome in one statement (app/repositories/run_leases.py): written only if
+        this worker still holds the run (else it was recovered or cancelled meanwhile, and the
+        other party wrote the outcome); a requested cancel wins over any outcome but completion."""
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await RunLeaseStatements(conn).finish(
+                claimed.run_id,
+                self.holder,
+                result.status,
+                error=result.error,
+                interrupt=result.interrupt,
+                cancel_error=CANCELLED,
+            )
 
     async def release(self, claimed: ClaimedRun) -> None:
         """Hand a running run back (no lease holder) for another worker to continue."""

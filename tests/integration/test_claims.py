@@ -18,6 +18,7 @@ from sqlalchemy import event
 from app.db.urls import libpq_url
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, RunClaims
+from app.worker.errors import LEASE_EXPIRED
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import new_thread
 
@@ -60,6 +61,49 @@ async def test_a_thread_s_requests_are_claimed_in_order_one_run_at_a_time(
             await complete(h, claimed)
         assert taken == ["m0", "m1", "m2"]
         assert await worker.claim_next() is None
+
+
+async def test_new_input_looks_for_dangling_tool_calls_unless_the_last_run_completed(
+    app_factory: AppFactory,
+) -> None:
+    """The repair's checkpoint read is skipped only after a completed run (the graph reached
+    its end: no tool call can be left without a result); after a failed run, and on a thread
+    with no run yet, the claim asks for it."""
+    async with app_factory(start_worker=False) as h:
+        tid = await new_thread(h)
+        for n in range(3):
+            await post(h, tid, f"m{n}")
+        worker = h.container.worker
+        first = await worker.claim_next()
+        assert first is not None and first.repair
+        async with h.container.sessions() as session, session.begin():
+            await RunRepository(session).fail(first.run_id, LEASE_EXPIRED)
+        second = await worker.claim_next()
+        assert second is not None and second.repair
+        await complete(h, second)
+        third = await worker.claim_next()
+        assert third is not None and not third.repair
+        assert content_of(third) == "m2"
+
+
+async def test_a_run_handed_back_is_looked_for_once_a_look_at_the_queue_sees_one(
+    app_factory: AppFactory,
+) -> None:
+    """The claim loop skips the look for runs handed back while none wait; the look at the
+    queue says when one does (here: released as a draining worker releases it)."""
+    async with app_factory(start_worker=False) as h:
+        tid = await new_thread(h)
+        await post(h, tid, "m0")
+        worker = h.container.worker
+        claimed = await worker.claim_next()
+        assert claimed is not None
+        assert await worker.claims.claim_resumable() is None
+        assert not worker.claims.handed_back
+        await worker.release(claimed)
+        assert await worker.claim_next() is None  # nothing new to start: the run is active
+        assert worker.claims.handed_back
+        taken = await worker.claims.claim_resumable()
+        assert taken is not None and taken.run_id == claimed.run_id
 
 
 async def test_a_long_queue_takes_turns_with_other_threads(app_factory: AppFactory) -> None:

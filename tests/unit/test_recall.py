@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from app.agents.offload import deterministic_pass
-from app.agents.recall import index_fields, search_workdir
+from app.agents.recall import _enclosing_result, index_fields, search_workdir
+from app.agents.retrieval import identity_of
 from app.agents.tokens import TokenCounter
 from app.agents.workdir import INDEX_PATH, MemoryIndex, Workdir, WorkdirIndexError
 
@@ -141,3 +143,58 @@ async def test_search_ranks_by_distinct_terms_and_reads_other_shapes(tmp_path: P
     assert hits[1].result is None
     assert await search_workdir(workdir, "t", "quantum entanglement") == []
     assert await search_workdir(workdir, "t", "  ") == []
+
+
+def _enclosing_by_characters(text: str, position: int) -> dict[str, str] | None:
+    """The reference: the same rule walked character by character (strings and escapes
+    tracked one character at a time)."""
+    if text.lstrip()[:1] not in ("[", "{"):
+        return None
+    stack: list[int] = []
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            stack.append(index)
+        elif char == "}" and stack:
+            start = stack.pop()
+            if start <= position <= index:
+                try:
+                    value = json.loads(text[start : index + 1])
+                except ValueError:
+                    return None
+                identity = identity_of(value) if isinstance(value, dict) else {}
+                if identity:
+                    return identity
+    return None
+
+
+def test_enclosing_result_equals_the_character_walk() -> None:
+    """The result a passage sits in, found by skipping whole strings, is the one a walk over
+    every character finds: on real results (quotes, braces and escapes inside strings) and on
+    random, often broken, JSON-like text (strings left open, a trailing backslash)."""
+    rng = random.Random(23)
+    texts = [kb_text("t", fact_at=2), dify_text("d")]
+    for _ in range(40):
+        rows = [
+            {"id": f"r{j}", "title": 't"{x}\\', "content": "c {} " * rng.randint(0, 3)}
+            for j in range(rng.randint(0, 3))
+        ]
+        texts.append(json.dumps({"results": rows}, ensure_ascii=rng.random() < 0.5))
+    pieces = ["{", "}", '"', "\\", "a", " ", ":", ",", "[", "\n", "é", '"id"', '"r-1"', '\\"']
+    pieces.append('{"id": "x", "content": "a{b}c"}')
+    for _ in range(1500):
+        start = rng.choice(["{", "[", " {", ""])
+        texts.append(start + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))))
+    for text in texts:
+        for position in range(-1, len(text) + 1):
+            expected = _enclosing_by_characters(text, position)
+            assert _enclosing_result(text, position) == expected, (text, position)

@@ -91,15 +91,32 @@ class LocalStore:
             raise WorkdirError(f"cannot write {rest} for thread {thread}: {exc}") from exc
 
     async def open(self, key: str) -> tuple[StoredObject, AsyncIterator[bytes]]:
+        # One thread hop for the path checks, the open, the hash sidecar and, for an object
+        # of one chunk (an offloaded original usually is), its bytes: a search reads several.
+        info, handle, small = await asyncio.to_thread(self._open, key)
+        if handle is None:
+            return info, _bytes_of(small)
+        return info, _chunks_of(handle)
+
+    def _open(self, key: str) -> tuple[StoredObject, BinaryIO | None, bytes]:
+        """(metadata, the open file or None, the whole body when it fits in one chunk)."""
         path = self.resolve(key)
         try:
-            handle = await asyncio.to_thread(path.open, "rb")
+            handle = path.open("rb")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise WorkdirNotFoundError(f"no such workdir file: {key.partition('/')[2]}") from exc
         except OSError as exc:
             raise WorkdirError(f"cannot read {key.partition('/')[2]}: {exc}") from exc
-        size = os.fstat(handle.fileno()).st_size
-        return StoredObject(key, size, _read_sidecar(path)), _chunks_of(handle)
+        try:
+            size = os.fstat(handle.fileno()).st_size
+            info = StoredObject(key, size, _read_sidecar(path))
+            if size > CHUNK_BYTES:
+                return info, handle, b""
+            with handle:
+                return info, None, handle.read()
+        except BaseException:
+            handle.close()
+            raise
 
     async def list_objects(self, prefix: str) -> list[StoredObject]:
         return await asyncio.to_thread(self._list, prefix)
@@ -123,6 +140,11 @@ class LocalStore:
 
     async def close(self) -> None:
         return None
+
+
+async def _bytes_of(data: bytes) -> AsyncIterator[bytes]:
+    if data:
+        yield data
 
 
 async def _chunks_of(handle: BinaryIO) -> AsyncIterator[bytes]:

@@ -1,0 +1,316 @@
+"""The worker's run transitions as ONE statement each, on a bare connection in autocommit.
+
+The session versions took a transaction of six or seven round trips (ping, BEGIN, ``SELECT ...
+FOR UPDATE``, ``UPDATE``, the event's ``INSERT``, ``pg_notify``, COMMIT) and most of the ORM's
+CPU of a turn. Here each one is a single statement (its own transaction): the run row is locked
+first (``FOR UPDATE``), the status and its typed ``status`` event are written together by
+data-modifying CTEs (all or nothing), and listeners are notified when it commits. They are the
+same named transitions as RunRepository's (the one writer of a run's status: app/repositories/
+runs.py names them), with the same sources and the same values:
+
+- ``start_head`` (the claim's second statement, under the thread lock its look took): the
+  thread's oldest queued request dispatched and its run started, running and leased to the
+  caller, ``status: running`` with the request's id (nothing when the thread has no queued
+  request any more or a run is active on it: another worker was first);
+- ``heartbeat``: the lease of a run still the caller's extended (not a status change);
+- ``claim_resumable``: a run handed back (running, no lease holder, a ``resume_payload``) now
+  leased to the caller, ``status: running`` (SKIP LOCKED: one claimer wins);
+- ``finish``: the outcome of a run the caller still holds (running, its lease): ``complete``,
+  ``interrupt`` or ``fail``, or ``cancel`` instead when a cancel was requested and the outcome is
+  not a completion; nothing at all when the run is no longer the caller's (recovered elsewhere,
+  or ended by its canceller).
+
+Statuses are literals where the partial index of active runs must serve the look (see
+``app/repositories/claim_queue.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from app import metrics
+from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL, RunStatus
+from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
+from app.repositories.run_events import RUN_EVENTS_CHANNEL
+
+# Extend the lease of a run still the holder's and not asked to stop. (It begins as the
+# session's statement did: operators and tests/integration/test_run_lifecycle.py spot it in
+# pg_stat_activity by that.)
+_HEARTBEAT = text(
+    """UPDATE agent_runs SET lease_expires_at = now() + make_interval(secs => :lease_seconds)
+WHERE id = :run_id AND lease_holder = :holder AND status = 'running' AND NOT cancel_requested
+RETURNING id
+"""
+)
+
+# Run under the thread lock the claim's look took, in a statement of its own: its snapshot is
+# taken after the lock was granted, so a run another worker started (and committed) just before
+# is seen here. ``r.status`` is rechecked on the row itself (a request cancelled meanwhile).
+# The partial unique index "one active run per thread" refuses a second run all the same.
+_START_HEAD = text(
+    f"""-- run start: UPDATE agent_run_requests; INSERT INTO agent_runs, run_events
+WITH head AS (
+    UPDATE agent_run_requests r SET status = 'dispatched'
+    WHERE r.id = (
+        SELECT q.id FROM agent_run_requests q
+        WHERE q.conversation_id = :thread_id AND q.{QUEUED_REQUEST_SQL}
+        ORDER BY q.seq
+        LIMIT 1
+    )
+    AND r.{QUEUED_REQUEST_SQL}
+    AND NOT EXISTS (
+        SELECT 1 FROM agent_runs a WHERE a.conversation_id = :thread_id AND a.{ACTIVE_RUN_SQL}
+    )
+    -- WaitRequest's followers of this request (app/services/run_feed.py) wake at commit.
+    RETURNING r.id, r.payload, pg_notify(:channel, r.id::text) AS woke
+),
+run AS (
+    INSERT INTO agent_runs (
+        id, conversation_id, request_id, status, lease_holder, lease_expires_at, started_at
+    )
+    SELECT :run_id, :thread_id, head.id, 'running', :holder,
+        now() + make_interval(secs => :lease_seconds), now()
+    FROM head
+    RETURNING id, request_id
+),
+ev AS (
+    INSERT INTO run_events (run_id, type, data)
+    SELECT run.id, 'status',
+        CAST(:event AS jsonb) || jsonb_build_object('request_id', CAST(run.request_id AS text))
+    FROM run
+    RETURNING run_id
+)
+SELECT head.id AS request_id, head.payload, run.id AS run_id,
+    pg_notify(:channel, CAST(run.id AS text)) AS woke, (SELECT count(*) FROM ev) AS events
+FROM head JOIN run ON run.request_id = head.id
+"""
+)
+
+# The run handed back longest ago; its thread's owner and agent come with it.
+_CLAIM_RESUMABLE = text(
+    """-- run claim_resumable: UPDATE agent_runs; INSERT INTO run_events
+WITH picked AS MATERIALIZED (
+    SELECT r.id, r.resume_payload FROM agent_runs r
+    WHERE r.status = 'running' AND r.lease_holder IS NULL AND r.resume_payload IS NOT NULL
+    ORDER BY r.created_at
+    LIMIT 1
+    FOR UPDATE OF r SKIP LOCKED
+),
+claimed AS (
+    UPDATE agent_runs r
+    SET lease_holder = :holder,
+        lease_expires_at = now() + make_interval(secs => :lease_seconds),
+        resume_payload = NULL
+    FROM picked WHERE r.id = picked.id
+    RETURNING r.id, r.conversation_id, picked.resume_payload
+),
+ev AS (
+    INSERT INTO run_events (run_id, type, data)
+    SELECT claimed.id, 'status', CAST(:event AS jsonb) FROM claimed
+    RETURNING run_id
+)
+SELECT claimed.id, claimed.conversation_id AS thread_id, claimed.resume_payload,
+    c.owner_id, c.agent_id, pg_notify(:channel, CAST(claimed.id AS text)) AS woke,
+    (SELECT count(*) FROM ev) AS events
+FROM claimed JOIN conversations c ON c.id = claimed.conversation_id
+"""
+)
+
+# ``kind``: 'outcome' (the result's transition) or 'cancel' (a cancel was requested and the
+# result is not a completion). Each column takes the value of the chosen transition.
+_FINISH = text(
+    """-- run finish: UPDATE agent_runs; INSERT INTO run_events
+WITH cur AS MATERIALIZED (
+    SELECT r.id,
+        CASE WHEN r.cancel_requested AND :cancellable THEN 'cancel' ELSE 'outcome' END AS kind
+    FROM agent_runs r
+    WHERE r.id = :run_id AND r.status = 'running' AND r.lease_holder = :holder
+    FOR UPDATE OF r
+),
+done AS (
+    UPDATE agent_runs r
+    SET status = CAST(CASE WHEN cur.kind = 'cancel' THEN 'cancelled' ELSE :status END
+            AS run_status),
+        cancel_requested = r.cancel_requested OR cur.kind = 'cancel',
+        error = CASE WHEN cur.kind = 'cancel' THEN :cancel_error ELSE :error END,
+        error_code = CASE WHEN cur.kind = 'cancel' THEN :cancel_code ELSE :error_code END,
+        interrupt = CASE WHEN cur.kind = 'cancel' THEN r.interrupt
+            ELSE CAST(:interrupt AS jsonb) END,
+        resume_payload = CASE WHEN cur.kind = 'cancel' THEN NULL ELSE r.resume_payload END,
+        finished_at = CASE WHEN cur.kind = 'cancel' OR :final THEN now() ELSE r.finished_at END,
+        lease_holder = NULL,
+        lease_expires_at = NULL
+    FROM cur WHERE r.id = cur.id
+    RETURNING r.id, cur.kind
+),
+ev AS (
+    INSERT INTO run_events (run_id, type, data)
+    SELECT done.id, 'status',
+        CASE WHEN done.kind = 'cancel' THEN CAST(:cancel_event AS jsonb)
+            ELSE CAST(:event AS jsonb) END
+    FROM done
+    RETURNING run_id
+)
+SELECT done.kind, pg_notify(:channel, CAST(done.id AS text)) AS woke,
+    (SELECT count(*) FROM ev) AS events
+FROM done
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The run started for the thread's oldest queued request."""
+
+    run_id: uuid.UUID
+    request_id: uuid.UUID
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Resumable:
+    """A run handed back, now leased to the claimer."""
+
+    run_id: uuid.UUID
+    thread_id: uuid.UUID
+    owner_id: str
+    agent_id: str
+    #: What it was handed back with: a human's decisions, or a draining worker's handoff.
+    payload: Any
+
+
+def _event_json(event: StatusEvent) -> str:
+    _, data = event_row(event)
+    return json.dumps(data)
+
+
+def _outcome(status: RunStatus, error: RunError | None, interrupt: Any) -> dict[str, Any]:
+    """The columns and event of the named transition for a run's result (not a cancel)."""
+    if status == RunStatus.COMPLETED:
+        event = StatusEvent(type="status", status="completed", final=True)
+        return {"error": None, "error_code": None, "interrupt": None, "final": True, "e": event}
+    if status == RunStatus.INTERRUPTED:
+        assert interrupt is not None
+        event = StatusEvent(type="status", status="interrupted", interrupt=hitl_request(interrupt))
+        return {
+            "error": None,
+            "error_code": None,
+            "interrupt": interrupt,
+            "final": False,
+            "e": event,
+        }
+    assert status == RunStatus.FAILED and error is not None
+    event = StatusEvent(
+        type="status", status="failed", final=True, error=error.message, error_code=error.code
+    )
+    return {
+        "error": error.message,
+        "error_code": error.code,
+        "interrupt": None,
+        "final": True,
+        "e": event,
+    }
+
+
+class RunLeaseStatements:
+    """On a bare connection in autocommit (each statement its own transaction), or on a
+    session inside the caller's transaction (the same SQL)."""
+
+    def __init__(self, conn: AsyncConnection | AsyncSession) -> None:
+        self.conn = conn
+
+    async def heartbeat(self, run_id: uuid.UUID, holder: str, lease_seconds: float) -> bool:
+        """Extend the lease; False when it was lost (expired and recovered, or cancelled)."""
+        found = await self.conn.execute(
+            _HEARTBEAT, {"run_id": run_id, "holder": holder, "lease_seconds": float(lease_seconds)}
+        )
+        return found.first() is not None
+
+    async def start_head(
+        self, thread_id: uuid.UUID, holder: str, lease_seconds: float
+    ) -> Started | None:
+        """Dispatch the locked thread's oldest queued request and start its run, leased to
+        ``holder``; None when the thread has no queued request any more or a run is active
+        on it (another worker was first)."""
+        row = (
+            await self.conn.execute(
+                _START_HEAD,
+                {
+                    "thread_id": thread_id,
+                    "run_id": uuid.uuid4(),
+                    "holder": holder,
+                    "lease_seconds": float(lease_seconds),
+                    "event": _event_json(StatusEvent(type="status", status="running")),
+                    "channel": RUN_EVENTS_CHANNEL,
+                },
+            )
+        ).first()
+        if row is None:
+            return None
+        return Started(row.run_id, row.request_id, row.payload)
+
+    async def claim_resumable(self, holder: str, lease_seconds: float) -> Resumable | None:
+        row = (
+            await self.conn.execute(
+                _CLAIM_RESUMABLE,
+                {
+                    "holder": holder,
+                    "lease_seconds": float(lease_seconds),
+                    "event": _event_json(StatusEvent(type="status", status="running")),
+                    "channel": RUN_EVENTS_CHANNEL,
+                },
+            )
+        ).first()
+        if row is None:
+            return None
+        return Resumable(row.id, row.thread_id, row.owner_id, row.agent_id, row.resume_payload)
+
+    async def finish(
+        self,
+        run_id: uuid.UUID,
+        holder: str,
+        status: RunStatus,
+        *,
+        error: RunError | None = None,
+        interrupt: dict[str, Any] | None = None,
+        cancel_error: RunError,
+    ) -> RunStatus | None:
+        """The run's outcome (``complete``, ``interrupt``, ``fail``; ``cancel`` when a cancel
+        was requested and ``status`` is not completed) iff ``holder`` still holds it; the status
+        written, or None (not ours any more: nothing written)."""
+        values = _outcome(status, error, interrupt)
+        cancel_event = StatusEvent(
+            type="status", status="cancelled", final=True, error_code=cancel_error.code
+        )
+        row = (
+            await self.conn.execute(
+                _FINISH,
+                {
+                    "run_id": run_id,
+                    "holder": holder,
+                    "cancellable": status != RunStatus.COMPLETED,
+                    "status": status.value,
+                    "error": values["error"],
+                    "error_code": values["error_code"],
+                    "interrupt": None if values["interrupt"] is None else json.dumps(interrupt),
+                    "final": values["final"],
+                    "event": _event_json(values["e"]),
+                    "cancel_error": cancel_error.message,
+                    "cancel_code": cancel_error.code,
+                    "cancel_event": _event_json(cancel_event),
+                    "channel": RUN_EVENTS_CHANNEL,
+                },
+            )
+        ).first()
+        if row is None:
+            return None
+        written = RunStatus.CANCELLED if row.kind == "cancel" else status
+        if written != RunStatus.INTERRUPTED:
+            metrics.record_run_finished(written)
+        return written

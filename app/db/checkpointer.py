@@ -4,8 +4,10 @@
 holding it, waits for a pool connection for up to the pool's timeout. While connections are being
 killed each waiter could wait that long in turn, so waits added up: GetAgentState hung 58.7 s (and
 a run's checkpoint write as long) where every other route answered 503 within the pool timeout.
-Here the lock wait and the pool wait together are bounded by that one timeout; past it the call
-raises psycopg_pool's own ``PoolTimeout``, which the HTTP layer already answers 503
+Here that lock is gone when the saver has a pool (each operation has a connection of its own, so
+64 concurrent runs no longer queue every checkpoint read and write behind one another), and the
+pool wait (plus the lock's, on a single shared connection) is bounded by that one timeout; past
+it the call raises psycopg_pool's own ``PoolTimeout``, which the HTTP layer already answers 503
 ``database_unavailable`` and the worker already treats as a database outage (retry from the last
 checkpoint, else ``database_unavailable``), exactly as when the pool itself times out.
 """
@@ -16,15 +18,29 @@ import asyncio
 import contextlib
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import structlog
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg import AsyncConnection, AsyncCursor
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from app.db import checkpoint_delta
+from app.db.checkpoint_prune import has_deltas, keep_latest
 from app.db.session import needs_ping
+
+log = structlog.get_logger(__name__)
 
 #: When each checkpointer connection went back to its pool (for ``check_pooled``).
 _RETURNED: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
@@ -43,12 +59,120 @@ async def check_pooled(conn: AsyncConnection[Any]) -> None:
 
 
 class BoundedPostgresSaver(AsyncPostgresSaver):
-    """``AsyncPostgresSaver`` whose operations wait at most ``acquire_timeout`` seconds for the
-    saver's lock plus a connection (the statements themselves are not cut short)."""
+    """``AsyncPostgresSaver`` whose operations wait at most ``acquire_timeout`` seconds for a
+    connection (the statements themselves are not cut short), run concurrently when it is given
+    a pool, and prune a thread in one statement."""
+
+    #: Reads rebuild delta-stored channels (app/db/checkpoint_delta.py) in the same statement.
+    SELECT_SQL = checkpoint_delta.SELECT_SQL
 
     def __init__(self, conn: Any, *, acquire_timeout: float) -> None:
         super().__init__(conn)
         self.acquire_timeout = acquire_timeout
+        self.lineage = checkpoint_delta.Lineage()
+
+    def _load_blobs(self, blob_values: Any) -> dict[str, Any]:
+        return checkpoint_delta.load_blobs(self.serde, blob_values)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Upstream's ``aput`` (blobs and the checkpoint row in one pipeline), with list channels
+        written as deltas where that is safe (app/db/checkpoint_delta.py)."""
+        configurable = config["configurable"]
+        thread_id, checkpoint_ns = configurable["thread_id"], configurable["checkpoint_ns"]
+        parent_id = configurable.get("checkpoint_id")
+        row = dict(checkpoint)
+        values = dict(checkpoint["channel_values"])
+        inline = {k: v for k, v in values.items() if _inline(v)}
+        row["channel_values"] = inline
+        blobs = {k: v for k, v in values.items() if k not in inline}
+        if any(isinstance(v, _DeltaSnapshot) for v in blobs.values()):
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        changed = {k: str(v) for k, v in new_versions.items() if k in blobs}
+        bases = {
+            channel: self.lineage.base_for((thread_id, checkpoint_ns, channel), parent_id)
+            for channel in checkpoint_delta.DELTA_CHANNELS
+        }
+        rows, written = await asyncio.to_thread(
+            self._dump_changed, thread_id, checkpoint_ns, checkpoint["id"], blobs, changed, bases
+        )
+        async with self._cursor(pipeline=True) as cur:
+            if rows:
+                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, rows)
+            await cur.execute(
+                self.UPSERT_CHECKPOINTS_SQL,
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint["id"],
+                    parent_id,
+                    Jsonb(row),
+                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+                ),
+            )
+        self._remember(thread_id, checkpoint_ns, parent_id, checkpoint["id"], written)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def _dump_changed(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        blobs: dict[str, Any],
+        changed: dict[str, str],
+        bases: dict[str, checkpoint_delta.Written | None],
+    ) -> tuple[list[tuple[Any, ...]], dict[str, checkpoint_delta.Written]]:
+        """The blob rows of the changed channels, and what the delta-stored ones now hold
+        (``bases``: what each delta-stored channel may build on, from the lineage)."""
+        rows: list[tuple[Any, ...]] = []
+        written: dict[str, checkpoint_delta.Written] = {}
+        for channel, version in changed.items():
+            value = blobs.get(channel)
+            if channel in checkpoint_delta.DELTA_CHANNELS and isinstance(value, list):
+                digests = checkpoint_delta.item_digests(self.serde, value)
+                kind, data, depth = checkpoint_delta.dump_list(
+                    self.serde, value, digests, bases[channel]
+                )
+                written[channel] = checkpoint_delta.Written(checkpoint_id, version, digests, depth)
+                rows.append((thread_id, checkpoint_ns, channel, version, kind, data))
+            elif channel in blobs:
+                rows.append(
+                    (thread_id, checkpoint_ns, channel, version, *self.serde.dumps_typed(value))
+                )
+            else:
+                rows.append((thread_id, checkpoint_ns, channel, version, "empty", None))
+        return rows, written
+
+    def _remember(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        parent_id: str | None,
+        checkpoint_id: str,
+        written: dict[str, checkpoint_delta.Written],
+    ) -> None:
+        """After a successful write only: the next checkpoint may build on this one."""
+        for channel in checkpoint_delta.DELTA_CHANNELS:
+            key = (thread_id, checkpoint_ns, channel)
+            if channel in written:
+                self.lineage.record(key, written[channel])
+            else:
+                self.lineage.carry(key, parent_id, checkpoint_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.lineage.forget_thread(str(thread_id))
+        await super().adelete_thread(thread_id)
 
     @contextlib.asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
@@ -56,7 +180,7 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         async with contextlib.AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(self.acquire_timeout) as waited:
-                    cursor = await stack.enter_async_context(super()._cursor(pipeline=pipeline))
+                    cursor = await stack.enter_async_context(self._cursor_unbounded(pipeline))
             except TimeoutError as exc:
                 if not waited.expired():
                     raise
@@ -64,3 +188,60 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
                     f"no checkpointer connection within {self.acquire_timeout} s"
                 ) from exc
             yield cursor
+
+    def _cursor_unbounded(
+        self, pipeline: bool
+    ) -> contextlib.AbstractAsyncContextManager[AsyncCursor[DictRow]]:
+        """Upstream's cursor, minus its process-wide lock when each operation has a connection of
+        its own (a pool): the lock only guards a shared single connection, and with a pool it
+        made every checkpoint read and write of the process (64 concurrent runs) wait in one
+        line."""
+        if isinstance(self.conn, AsyncConnectionPool) and self.pipe is None:
+            return _pooled_cursor(
+                self.conn,
+                pipeline=pipeline and self.supports_pipeline,
+                transaction=pipeline and not self.supports_pipeline,
+            )
+        return super()._cursor(pipeline=pipeline)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest`` in one statement per thread (app/db/checkpoint_prune.py), upstream's
+        general prune for a thread that statement does not cover and for other strategies."""
+        if strategy != "keep_latest" or isinstance(thread_ids, str):
+            await super().aprune(thread_ids, strategy=strategy)
+            return
+        general = []
+        for thread_id in map(str, thread_ids):
+            async with self._cursor() as cur:
+                if await keep_latest(cur, thread_id):
+                    continue
+                if await has_deltas(cur, thread_id):
+                    log.warning("checkpoint_prune_skipped", thread_id=thread_id, reason="deltas")
+                    continue
+                general.append(thread_id)
+        if general:
+            await super().aprune(general, strategy=strategy)
+
+
+def _inline(value: Any) -> bool:
+    """Stored in the checkpoint row itself, as upstream does (primitives and None)."""
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+@contextlib.asynccontextmanager
+async def _pooled_cursor(
+    pool: AsyncConnectionPool[Any], *, pipeline: bool, transaction: bool
+) -> AsyncIterator[AsyncCursor[DictRow]]:
+    """A cursor on a connection of its own, in pipeline mode when asked (one round trip for a
+    checkpoint's blobs and row) or, without libpq pipeline support, in a transaction: what
+    upstream's ``_cursor`` does on a pool."""
+    async with pool.connection() as conn:
+        if pipeline:
+            async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+        elif transaction:
+            async with conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+        else:
+            async with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur

@@ -308,7 +308,8 @@ class WalMeter:
 async def model_calls(db: Any, thread_id: str) -> int:
     """The thread's model calls so far (its stored ``assistant`` messages)."""
     cur = await db.execute(
-        "SELECT count(*) FROM messages WHERE conversation_id = %s AND role = 'assistant'", (thread_id,)
+        "SELECT count(*) FROM messages WHERE conversation_id = %s AND role = 'assistant'",
+        (thread_id,),
     )
     row = await cur.fetchone()
     return int(row[0])

@@ -1,14 +1,16 @@
-"""Guards at the model and tool boundaries (innermost middlewares, nearest the model/tool).
+"""The guards at the model and tool boundaries: one middleware, innermost (nearest the model
+and the tools), so each model call and each tool call goes through one hook (``create_agent``
+traces each hook of each middleware on every call).
 
-``StorableOutputMiddleware``: what a provider or a tool returns is made storable
-(``app.agents.storable``) before the graph puts it in the checkpoint, so the model view, the
-full history and the events hold the same text and no write can fail on it.
+Storable output: what a provider or a tool returns is made storable (``app.agents.storable``)
+before the graph puts it in the checkpoint, so the model view, the full history and the events
+hold the same text and no write can fail on it.
 
-``ToolResultGuardMiddleware``: a provider refuses (HTTP 400) a request in which an assistant
-tool call has no tool result after it. The worker repairs the stored state before a run; this
-guard is the last line for any path that still reaches the model with one (a retry after a lost
-connection, a view a middleware rebuilt): the request gets an explicit "result unknown" answer
-for each such call, and the server log says so.
+Tool-result guard: a provider refuses (HTTP 400) a request in which an assistant tool call has
+no tool result after it. The worker repairs the stored state before a run; this guard is the
+last line for any path that still reaches the model with one (a retry after a lost connection,
+a view a middleware rebuilt): the request gets an explicit "result unknown" answer for each
+such call, and the server log says so.
 """
 
 from __future__ import annotations
@@ -101,14 +103,19 @@ def _storable_response(response: Any) -> Any:
     return response
 
 
-class StorableOutputMiddleware(AgentMiddleware):
-    """Model replies and tool results, made storable before anything writes them."""
+class BoundaryMiddleware(AgentMiddleware):
+    """No model request leaves with an assistant tool call that has no tool result; model
+    replies and tool results are made storable before anything writes them."""
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
+        messages, added = answer_tool_calls(request.messages)
+        if added:
+            log.warning("unanswered_tool_calls_answered", tool_call_ids=added)
+            request = request.override(messages=messages)
         return _storable_response(await handler(request))  # type: ignore[no-any-return]
 
     async def awrap_tool_call(
@@ -128,18 +135,3 @@ class StorableOutputMiddleware(AgentMiddleware):
                 ]
             return dataclasses.replace(result, update=update)
         return result
-
-
-class ToolResultGuardMiddleware(AgentMiddleware):
-    """No model request leaves with an assistant tool call that has no tool result."""
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse:
-        messages, added = answer_tool_calls(request.messages)
-        if added:
-            log.warning("unanswered_tool_calls_answered", tool_call_ids=added)
-            request = request.override(messages=messages)
-        return await handler(request)

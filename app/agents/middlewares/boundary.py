@@ -11,6 +11,11 @@ no tool result after it. The worker repairs the stored state before a run; this 
 last line for any path that still reaches the model with one (a retry after a lost connection,
 a view a middleware rebuilt): the request gets an explicit "result unknown" answer for each
 such call, and the server log says so.
+
+Tool schemas: ``create_agent`` binds the request's tools on every model call, and binding
+converts each ``BaseTool`` to its OpenAI-format schema again; the request leaves this middleware
+with each tool's schema converted once per tool object (a rebuilt agent has new tool objects, so
+new schemas), which every chat model's ``bind_tools`` takes as it is.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from langchain.agents.middleware import (
     ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
 from app.agents.storable import storable_message, storable_value
@@ -103,9 +110,40 @@ def _storable_response(response: Any) -> Any:
     return response
 
 
+class ToolSchemas:
+    """The OpenAI-format schema of each tool, converted once per tool object (and again if
+    its name or description changed); anything else (a schema already) passes through."""
+
+    #: More distinct tools than any agent has: past this the cache starts over.
+    MAX_TOOLS = 512
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[BaseTool, str, str, dict[str, Any]]] = {}
+
+    def __call__(self, tools: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for tool in tools:
+            if not isinstance(tool, BaseTool):
+                out.append(tool)
+                continue
+            hit = self._by_id.get(id(tool))
+            if hit is None or hit[0] is not tool or hit[1:3] != (tool.name, tool.description):
+                if len(self._by_id) >= self.MAX_TOOLS:
+                    self._by_id.clear()
+                hit = (tool, tool.name, tool.description, convert_to_openai_tool(tool))
+                self._by_id[id(tool)] = hit
+            out.append(hit[3])
+        return out
+
+
 class BoundaryMiddleware(AgentMiddleware):
-    """No model request leaves with an assistant tool call that has no tool result; model
-    replies and tool results are made storable before anything writes them."""
+    """No model request leaves with an assistant tool call that has no tool result; tools go
+    to the model as schemas converted once; model replies and tool results are made storable
+    before anything writes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tool_schemas = ToolSchemas()
 
     async def awrap_model_call(
         self,
@@ -115,7 +153,10 @@ class BoundaryMiddleware(AgentMiddleware):
         messages, added = answer_tool_calls(request.messages)
         if added:
             log.warning("unanswered_tool_calls_answered", tool_call_ids=added)
-            request = request.override(messages=messages)
+        request = request.override(
+            messages=messages if added else request.messages,
+            tools=self.tool_schemas(request.tools),
+        )
         return _storable_response(await handler(request))  # type: ignore[no-any-return]
 
     async def awrap_tool_call(

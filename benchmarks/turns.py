@@ -264,6 +264,8 @@ class TurnCost:
     #: into the Workdir once a thread holds a summary and the knowledge base has nothing, so a
     #: late turn can be a longer turn (model -> query_kb -> model -> search_workdir -> model).
     model_calls: list[int] = field(default_factory=list)
+    #: ``--wal-by-relation``: per turn, WAL bytes per relation (see ``WalMeter.by_relation``).
+    wal_by_relation: list[dict[tuple[str, str], int]] = field(default_factory=list, repr=False)
 
 
 class WalMeter:
@@ -274,6 +276,8 @@ class WalMeter:
         self.db = db
         self.inspect = False
         self.oid = 0
+        #: The end LSN of the last ``since``.
+        self.end = ""
 
     async def open(self) -> None:
         with contextlib.suppress(Exception):
@@ -289,7 +293,7 @@ class WalMeter:
         return str(row[0])
 
     async def since(self, start: str) -> int:
-        end = await self.lsn()
+        end = self.end = await self.lsn()
         if not self.inspect:
             row = await (
                 await self.db.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start))
@@ -304,6 +308,47 @@ class WalMeter:
         ).fetchone()
         return int(row[0])
 
+    async def by_relation(self, start: str, end: str) -> dict[tuple[str, str], int]:
+        """WAL bytes between two LSNs grouped by the relation of each record's first block
+        reference (a TOAST relation as ``toast(<table>)``) and record type, records of this
+        database only; a relation dropped since shows as its file node."""
+        if not self.inspect:
+            return {}
+        cur = await self.db.execute(
+            """
+            WITH r AS (
+                SELECT record_length, resource_manager || '/' || record_type AS kind,
+                       substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid AS node,
+                       substring(block_ref FROM 'rel ([0-9]+)/')::oid AS spc
+                FROM pg_get_wal_records_info(%s, %s)
+                WHERE block_ref LIKE %s
+            ), named AS (
+                SELECT r.record_length, r.kind, r.node,
+                       pg_filenode_relation(
+                           CASE WHEN r.spc = d.dattablespace THEN 0 ELSE r.spc END, r.node
+                       ) AS rel
+                FROM r CROSS JOIN (
+                    SELECT dattablespace FROM pg_database WHERE datname = current_database()
+                ) d
+            )
+            SELECT coalesce(
+                       (SELECT 'toast(' || o.relname || ')' FROM pg_class o
+                        WHERE o.reltoastrelid = n.rel),
+                       (SELECT t.relname || ' (toast index)' FROM pg_class t
+                        JOIN pg_index i ON i.indrelid = t.reltoastrelid
+                        WHERE i.indexrelid = n.rel),
+                       n.rel::regclass::text,
+                       'filenode ' || n.node
+                   ) AS relation,
+                   n.kind,
+                   sum(n.record_length)::bigint
+            FROM named n
+            GROUP BY 1, 2
+            """,
+            (start, end, f"%/{self.oid}/%"),
+        )
+        return {(str(name), str(kind)): int(size) for name, kind, size in await cur.fetchall()}
+
 
 async def model_calls(db: Any, thread_id: str) -> int:
     """The thread's model calls so far (its stored ``assistant`` messages)."""
@@ -316,7 +361,7 @@ async def model_calls(db: Any, thread_id: str) -> int:
 
 
 async def thread_length(
-    server: str, lengths: list[int], window: int, logs: Path
+    server: str, lengths: list[int], window: int, logs: Path, by_relation: bool = False
 ) -> dict[int, TurnCost]:
     import psycopg
 
@@ -364,6 +409,8 @@ async def thread_length(
                             cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
                             cost.wal_bytes.append(await wal.since(lsn0))
+                            if by_relation:
+                                cost.wal_by_relation.append(await wal.by_relation(lsn0, wal.end))
                             cost.model_calls.append(await model_calls(db, thread_id) - calls0)
                             n += 1
                 conn.close()
@@ -570,6 +617,29 @@ def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
         )
 
 
+def print_wal_by_relation(costs: dict[int, list[TurnCost]]) -> None:
+    """Mean WAL bytes per turn by relation, and under each by record type (``Heap/INSERT``,
+    ``Heap/LOCK``, ``Btree/INSERT_LEAF``...; full-page images count in their record), over
+    every measured turn of each length."""
+    for length, runs in sorted(costs.items()):
+        turns = [t for r in runs for t in r.wal_by_relation]
+        if not turns:
+            continue
+        kinds: dict[str, dict[str, int]] = {}
+        for t in turns:
+            for (name, kind), size in t.items():
+                kinds.setdefault(name, {})
+                kinds[name][kind] = kinds[name].get(kind, 0) + size
+        n = len(turns)
+        print(f"\nWAL by relation at {length} turns (mean bytes per turn over {n} turns)")
+        for name, by_kind in sorted(kinds.items(), key=lambda kv: -sum(kv[1].values())):
+            print(f"  {name:<52}{sum(by_kind.values()) / n:>10.0f}")
+            for kind, size in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+                print(f"      {kind:<48}{size / n:>10.0f}")
+        total = sum(sum(k.values()) for k in kinds.values())
+        print(f"  {'total':<52}{total / n:>10.0f}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: short, small")
@@ -580,6 +650,11 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="per capacity phase")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--phases", default="capacity,length,claims,reference")
+    parser.add_argument(
+        "--wal-by-relation",
+        action="store_true",
+        help="thread length: also print the WAL bytes per turn grouped by relation",
+    )
     args = parser.parse_args()
     if args.quick:
         args.threads, args.lengths, args.seconds, args.repeat = "1,8", "10,30", 4.0, 1
@@ -607,7 +682,9 @@ async def main() -> None:
         if "length" in phases:
             lengths = [int(x) for x in args.lengths.split(",")]
             for length, cost in (
-                await thread_length(server, lengths, args.window, logs / "length.log")
+                await thread_length(
+                    server, lengths, args.window, logs / "length.log", args.wal_by_relation
+                )
             ).items():
                 costs.setdefault(length, []).append(cost)
                 print(f"run {i + 1}: {length} turns: {cost}", flush=True)
@@ -617,6 +694,8 @@ async def main() -> None:
             print("LangGraph reference: not measured (see stderr)")
     if costs:
         print_lengths(costs)
+        if args.wal_by_relation:
+            print_wal_by_relation(costs)
     if "claims" in phases:
         print("\nclaims")
         for line in await claims_figures(server, args.quick):

@@ -42,6 +42,14 @@ from app.db.session import needs_ping
 
 log = structlog.get_logger(__name__)
 
+#: Upstream's saver migrations minus the three ``*_thread_id_idx`` indexes (replaced by no-ops: the
+#: saver numbers its migrations by position): each table's primary key already leads with
+#: ``thread_id``, and the indexes cost ~1.8 KB of WAL per trivial turn. Alembic's 0008_i23_wal drops
+#: them where an earlier version created them.
+MIGRATIONS = ["SELECT 1;" if "_thread_id_idx" in m else m for m in AsyncPostgresSaver.MIGRATIONS]
+#: ``pg_advisory_lock`` key held around the saver's setup (any constant unique to this purpose).
+SETUP_LOCK_KEY = 0x546B_436B_7074  # "TkCkpt"
+
 #: When each checkpointer connection went back to its pool (for ``check_pooled``).
 _RETURNED: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
 
@@ -70,6 +78,28 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         super().__init__(conn)
         self.acquire_timeout = acquire_timeout
         self.lineage = checkpoint_delta.Lineage()
+
+    MIGRATIONS = MIGRATIONS
+
+    async def setup(self) -> None:
+        """Upstream's ``setup`` (apply the migrations past the recorded version) under a
+        session-level advisory lock, on one connection: upstream takes no lock, and two processes
+        starting at once both applied the same migration and one failed on
+        ``checkpoint_migrations``' primary key."""
+        async with self._cursor() as cur:
+            await cur.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+            try:
+                await cur.execute(self.MIGRATIONS[0])
+                row = await (
+                    await cur.execute("SELECT max(v) AS v FROM checkpoint_migrations")
+                ).fetchone()
+                done = -1 if row is None or row["v"] is None else int(row["v"])
+                for v in range(done + 1, len(self.MIGRATIONS)):
+                    await cur.execute(self.MIGRATIONS[v])
+                    await cur.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (v,))
+            finally:
+                if not cur.connection.broken:
+                    await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
     def _load_blobs(self, blob_values: Any) -> dict[str, Any]:
         return checkpoint_delta.load_blobs(self.serde, blob_values)

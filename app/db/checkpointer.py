@@ -38,7 +38,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from app.db import checkpoint_delta
+from app.db import checkpoint_codec, checkpoint_delta
 from app.db.checkpoint_prune import has_deltas, keep_latest
 from app.db.session import needs_ping
 
@@ -142,6 +142,11 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
             finally:
                 if not cur.connection.broken:
                     await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Short versions (app/db/checkpoint_codec.py): ~50 -> 2-4 characters, each checkpoint
+        row holds several."""
+        return checkpoint_codec.next_version(current)
 
     def _load_blobs(self, blob_values: Any) -> dict[str, Any]:
         return checkpoint_delta.load_blobs(self.serde, blob_values)

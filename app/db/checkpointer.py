@@ -117,7 +117,7 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
     SELECT_SQL = checkpoint_delta.SELECT_SQL
 
     def __init__(self, conn: Any, *, acquire_timeout: float) -> None:
-        super().__init__(conn)
+        super().__init__(conn, serde=checkpoint_codec.CompressingSerializer())
         self.acquire_timeout = acquire_timeout
         self.lineage = checkpoint_delta.Lineage()
 
@@ -255,7 +255,7 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         for channel, version in changed.items():
             value = blobs.get(channel)
             if channel in checkpoint_delta.DELTA_CHANNELS and isinstance(value, list):
-                digests = checkpoint_delta.item_digests(self.serde, value)
+                digests = checkpoint_delta.item_digests(checkpoint_codec.plain(self.serde), value)
                 kind, data, depth = checkpoint_delta.dump_list(
                     self.serde, value, digests, bases[channel]
                 )

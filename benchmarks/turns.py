@@ -260,6 +260,9 @@ class TurnCost:
     cpu_ms: list[float] = field(default_factory=list)
     round_trips: list[int] = field(default_factory=list)
     wal_bytes: list[int] = field(default_factory=list)
+    #: Of ``wal_bytes``, full-page images (a page's first change after a checkpoint: they come
+    #: with the server's checkpoint timing, not with the turn).
+    wal_fpi_bytes: list[int] = field(default_factory=list)
     #: The turn's shape: the model calls it made (its ``assistant`` messages). The offline model looks
     #: into the Workdir once a thread holds a summary and the knowledge base has nothing, so a
     #: late turn can be a longer turn (model -> query_kb -> model -> search_workdir -> model).
@@ -276,8 +279,9 @@ class WalMeter:
         self.db = db
         self.inspect = False
         self.oid = 0
-        #: The end LSN of the last ``since``.
+        #: The end LSN and the full-page image bytes of the last ``since``.
         self.end = ""
+        self.fpi = 0
 
     async def open(self) -> None:
         with contextlib.suppress(Exception):
@@ -301,27 +305,36 @@ class WalMeter:
             return int(row[0])
         row = await (
             await self.db.execute(
-                "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info(%s, %s) "
-                "WHERE block_ref LIKE %s",
+                "SELECT coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0)"
+                " FROM pg_get_wal_records_info(%s, %s) WHERE block_ref LIKE %s",
                 (start, end, f"%/{self.oid}/%"),
             )
         ).fetchone()
+        self.fpi = int(row[1])
         return int(row[0])
 
     async def by_relation(self, start: str, end: str) -> dict[tuple[str, str], int]:
         """WAL bytes between two LSNs grouped by the relation of each record's first block
-        reference (a TOAST relation as ``toast(<table>)``) and record type, records of this
-        database only; a relation dropped since shows as its file node."""
+        reference (a TOAST relation as ``toast(<table>)``) and record type, the full-page images
+        (first change of a page after a checkpoint: noise for a per-turn figure) apart, records
+        of this database only; a relation dropped since shows as its file node."""
         if not self.inspect:
             return {}
         cur = await self.db.execute(
             """
             WITH r AS (
-                SELECT record_length, resource_manager || '/' || record_type AS kind,
+                SELECT record_length - fpi_length AS record_length,
+                       resource_manager || '/' || record_type AS kind,
                        substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid AS node,
                        substring(block_ref FROM 'rel ([0-9]+)/')::oid AS spc
                 FROM pg_get_wal_records_info(%s, %s)
                 WHERE block_ref LIKE %s
+                UNION ALL
+                SELECT fpi_length, 'full-page images',
+                       substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid AS node,
+                       substring(block_ref FROM 'rel ([0-9]+)/')::oid AS spc
+                FROM pg_get_wal_records_info(%s, %s)
+                WHERE block_ref LIKE %s AND fpi_length > 0
             ), named AS (
                 SELECT r.record_length, r.kind, r.node,
                        pg_filenode_relation(
@@ -345,7 +358,7 @@ class WalMeter:
             FROM named n
             GROUP BY 1, 2
             """,
-            (start, end, f"%/{self.oid}/%"),
+            (start, end, f"%/{self.oid}/%", start, end, f"%/{self.oid}/%"),
         )
         return {(str(name), str(kind)): int(size) for name, kind, size in await cur.fetchall()}
 
@@ -409,6 +422,7 @@ async def thread_length(
                             cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
                             cost.wal_bytes.append(await wal.since(lsn0))
+                            cost.wal_fpi_bytes.append(wal.fpi)
                             if by_relation:
                                 cost.wal_by_relation.append(await wal.by_relation(lsn0, wal.end))
                             cost.model_calls.append(await model_calls(db, thread_id) - calls0)
@@ -600,7 +614,7 @@ def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
     print("\nthread length (one thread, deploy layout, medians per turn)")
     print(
         f"{'turns':>6}{'latency ms':>12}{'worker CPU ms':>15}{'round trips':>13}{'WAL KB':>9}"
-        f"{'model calls':>13}"
+        f"{'no FPI':>8}{'model calls':>13}"
     )
     first: tuple[float, float] | None = None
     for length, runs in sorted(costs.items()):
@@ -608,10 +622,15 @@ def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
         cpu = statistics.median(x for r in runs for x in r.cpu_ms)
         rts = statistics.median(x for r in runs for x in r.round_trips)
         wal = statistics.median(x for r in runs for x in r.wal_bytes)
+        # WAL without full-page images: the turn's own bytes, whatever the checkpoint timing.
+        own = statistics.median(
+            w - f for r in runs for w, f in zip(r.wal_bytes, r.wal_fpi_bytes, strict=False)
+        )
         calls = statistics.median(x for r in runs for x in r.model_calls) or 1
         first = first or (lat, lat / calls)
         print(
-            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{calls:>13.0f}"
+            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{own / 1024:>8.1f}"
+            f"{calls:>13.0f}"
             f"   x{lat / first[0]:.2f} of the shortest per turn,"
             f" x{lat / calls / first[1]:.2f} per model call"
         )
@@ -619,8 +638,8 @@ def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
 
 def print_wal_by_relation(costs: dict[int, list[TurnCost]]) -> None:
     """Mean WAL bytes per turn by relation, and under each by record type (``Heap/INSERT``,
-    ``Heap/LOCK``, ``Btree/INSERT_LEAF``...; full-page images count in their record), over
-    every measured turn of each length."""
+    ``Heap/LOCK``, ``Btree/INSERT_LEAF``..., and ``full-page images``), over every measured turn
+    of each length."""
     for length, runs in sorted(costs.items()):
         turns = [t for r in runs for t in r.wal_by_relation]
         if not turns:

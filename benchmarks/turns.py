@@ -315,8 +315,21 @@ async def model_calls(db: Any, thread_id: str) -> int:
     return int(row[0])
 
 
+# What the knowledge base holds in the thread-length phase. ``empty``: ``query_kb`` finds nothing,
+# so once the thread holds a summary or offloaded results the offline model also searches the
+# Workdir (a turn becomes three model calls instead of two). ``answers``: one document answers
+# every turn's question, so every turn has the same shape (``query_kb``, then the answer quoting
+# it) at every length, and each turn adds a real result to the context.
+KB_DOCUMENT = {
+    "title": "Leases",
+    "url": "https://docs.example/leases",
+    "content": "A run lease expires when the worker stops sending heartbeats. "
+    "Each lease is renewed by every heartbeat of the worker that holds it.",
+}
+
+
 async def thread_length(
-    server: str, lengths: list[int], window: int, logs: Path
+    server: str, lengths: list[int], window: int, logs: Path, kb: str = "empty"
 ) -> dict[int, TurnCost]:
     import psycopg
 
@@ -334,8 +347,15 @@ async def thread_length(
             )
             try:
                 await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-                (thread_id,) = await create_threads(base, 1)
                 conn = Connection(*endpoint(base))
+                if kb == "answers":
+                    status, body = await conn.request(
+                        "POST",
+                        "/v1/knowledge-bases/default/documents",
+                        json.dumps(KB_DOCUMENT).encode(),
+                    )
+                    assert status == 201, body
+                (thread_id,) = await create_threads(base, 1)
                 async with (
                     completions(url) as done,
                     await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as db,
@@ -549,8 +569,8 @@ def print_capacity(
         )
 
 
-def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
-    print("\nthread length (one thread, deploy layout, medians per turn)")
+def print_lengths(costs: dict[int, list[TurnCost]], kb: str) -> None:
+    print(f"\nthread length (one thread, deploy layout, knowledge base {kb}, medians per turn)")
     print(
         f"{'turns':>6}{'latency ms':>12}{'worker CPU ms':>15}{'round trips':>13}{'WAL KB':>9}"
         f"{'model calls':>13}"
@@ -580,6 +600,11 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="per capacity phase")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--phases", default="capacity,length,claims,reference")
+    parser.add_argument(
+        "--kb",
+        default="empty,answers",
+        help="thread-length phase: knowledge base empty and/or answering every turn",
+    )
     args = parser.parse_args()
     if args.quick:
         args.threads, args.lengths, args.seconds, args.repeat = "1,8", "10,30", 4.0, 1
@@ -590,7 +615,7 @@ async def main() -> None:
     print(f"server logs: {logs}")
     results: dict[str, dict[int, list[Capacity]]] = {}
     ref: dict[int, list[Capacity]] = {}
-    costs: dict[int, list[TurnCost]] = {}
+    costs: dict[str, dict[int, list[TurnCost]]] = {}
     for i in range(args.repeat):
         if "capacity" in phases:
             for layout in args.layouts.split(","):
@@ -606,17 +631,18 @@ async def main() -> None:
                 print(f"run {i + 1}: langgraph {count} threads: {cap}", flush=True)
         if "length" in phases:
             lengths = [int(x) for x in args.lengths.split(",")]
-            for length, cost in (
-                await thread_length(server, lengths, args.window, logs / "length.log")
-            ).items():
-                costs.setdefault(length, []).append(cost)
-                print(f"run {i + 1}: {length} turns: {cost}", flush=True)
+            for kb in args.kb.split(","):
+                for length, cost in (
+                    await thread_length(server, lengths, args.window, logs / "length.log", kb)
+                ).items():
+                    costs.setdefault(kb, {}).setdefault(length, []).append(cost)
+                    print(f"run {i + 1}: kb {kb}: {length} turns: {cost}", flush=True)
     if results or ref:
         print_capacity(results, ref)
         if "reference" in phases and not ref:
             print("LangGraph reference: not measured (see stderr)")
-    if costs:
-        print_lengths(costs)
+    for kb, by_length in costs.items():
+        print_lengths(by_length, kb)
     if "claims" in phases:
         print("\nclaims")
         for line in await claims_figures(server, args.quick):

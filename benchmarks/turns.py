@@ -260,6 +260,10 @@ class TurnCost:
     cpu_ms: list[float] = field(default_factory=list)
     round_trips: list[int] = field(default_factory=list)
     wal_bytes: list[int] = field(default_factory=list)
+    #: Of ``wal_bytes``, the full-page images: the first change to a page after a PostgreSQL
+    #: checkpoint logs the whole page. They depend on when checkpoints fall (other databases'
+    #: writes on a shared server bring them on), so they are printed apart.
+    fpi_bytes: list[int] = field(default_factory=list)
     #: The turn's shape: the model calls it made (its ``assistant`` messages). The offline model looks
     #: into the Workdir once a thread holds a summary and the knowledge base has nothing, so a
     #: late turn can be a longer turn (model -> query_kb -> model -> search_workdir -> model).
@@ -288,21 +292,22 @@ class WalMeter:
         row = await (await self.db.execute("SELECT pg_current_wal_flush_lsn()::text")).fetchone()
         return str(row[0])
 
-    async def since(self, start: str) -> int:
+    async def since(self, start: str) -> tuple[int, int]:
+        """Bytes written since ``start`` and, of those, full-page images (0 when unknown)."""
         end = await self.lsn()
         if not self.inspect:
             row = await (
                 await self.db.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start))
             ).fetchone()
-            return int(row[0])
+            return int(row[0]), 0
         row = await (
             await self.db.execute(
-                "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info(%s, %s) "
-                "WHERE block_ref LIKE %s",
+                "SELECT coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0)"
+                " FROM pg_get_wal_records_info(%s, %s) WHERE block_ref LIKE %s",
                 (start, end, f"%/{self.oid}/%"),
             )
         ).fetchone()
-        return int(row[0])
+        return int(row[0]), int(row[1])
 
 
 async def model_calls(db: Any, thread_id: str) -> int:
@@ -383,7 +388,9 @@ async def thread_length(
                             cost.latency_ms.append(await turn(conn, done, thread_id, n) * 1000)
                             cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
-                            cost.wal_bytes.append(await wal.since(lsn0))
+                            written, images = await wal.since(lsn0)
+                            cost.wal_bytes.append(written)
+                            cost.fpi_bytes.append(images)
                             cost.model_calls.append(await model_calls(db, thread_id) - calls0)
                             n += 1
                 conn.close()
@@ -573,7 +580,7 @@ def print_lengths(costs: dict[int, list[TurnCost]], kb: str) -> None:
     print(f"\nthread length (one thread, deploy layout, knowledge base {kb}, medians per turn)")
     print(
         f"{'turns':>6}{'latency ms':>12}{'worker CPU ms':>15}{'round trips':>13}{'WAL KB':>9}"
-        f"{'model calls':>13}"
+        f"{'of it FPI KB':>14}{'model calls':>13}"
     )
     first: tuple[float, float] | None = None
     for length, runs in sorted(costs.items()):
@@ -581,10 +588,12 @@ def print_lengths(costs: dict[int, list[TurnCost]], kb: str) -> None:
         cpu = statistics.median(x for r in runs for x in r.cpu_ms)
         rts = statistics.median(x for r in runs for x in r.round_trips)
         wal = statistics.median(x for r in runs for x in r.wal_bytes)
+        fpi = statistics.median(x for r in runs for x in r.fpi_bytes)
         calls = statistics.median(x for r in runs for x in r.model_calls) or 1
         first = first or (lat, lat / calls)
         print(
-            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{calls:>13.0f}"
+            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{fpi / 1024:>14.1f}"
+            f"{calls:>13.0f}"
             f"   x{lat / first[0]:.2f} of the shortest per turn,"
             f" x{lat / calls / first[1]:.2f} per model call"
         )

@@ -320,6 +320,20 @@ async def model_calls(db: Any, thread_id: str) -> int:
     return int(row[0])
 
 
+def thread_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``'s live threads, to the nanosecond (``/proc/<pid>/task/*/schedstat``;
+    ``/proc/<pid>/stat`` counts in clock ticks of 10 ms, too coarse for one turn). A thread that
+    ends between two readings takes its time with it: the worker's threads live as long as it."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[0])
+    except OSError:
+        return process_cpu_seconds(pid)
+    return total / 1e9 if total else process_cpu_seconds(pid)
+
+
 # What the knowledge base holds in the thread-length phase. ``empty``: ``query_kb`` finds nothing,
 # so once the thread holds a summary or offloaded results the offline model also searches the
 # Workdir (a turn becomes three model calls instead of two). ``answers``: one document answers
@@ -382,11 +396,11 @@ async def thread_length(
                             calls0 = await model_calls(db, thread_id)
                             rt0, cpu0, lsn0 = (
                                 proxy.counts.round_trips,
-                                process_cpu_seconds(pid),
+                                thread_cpu_seconds(pid),
                                 await wal.lsn(),
                             )
                             cost.latency_ms.append(await turn(conn, done, thread_id, n) * 1000)
-                            cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
+                            cost.cpu_ms.append((thread_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
                             written, images = await wal.since(lsn0)
                             cost.wal_bytes.append(written)

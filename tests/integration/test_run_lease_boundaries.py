@@ -1,4 +1,4 @@
-"""A run's start and its finish are ONE statement each (app/repositories/run_leases.py): the
+"""A run's start, its finish and the claim of a run handed back are ONE statement each (app/repositories/run_leases.py): the
 transaction boundaries a crash can fall on. The connection is killed while each statement waits
 (its ``run_events`` insert blocked by a table lock), as a crash of the worker or of its database
 connection at that point would: nothing of the statement is stored, and the statement run again
@@ -27,6 +27,7 @@ from app.db.models import (
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
 from app.repositories.run_leases import RunLeaseStatements
+from app.repositories.runs import RunRepository
 from app.worker.errors import CANCELLED
 from tests.integration.test_run_transitions import HOLDER, Sessions, started
 
@@ -178,3 +179,32 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
         assert len(finals) == events_before + 1
     # Finished once: the lease is gone, a second finish writes nothing.
     assert await autocommit(engine, finish) is None
+
+
+async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back(
+    engine: AsyncEngine, clean_db: str
+) -> None:
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    marker = {"threadkeeper_handoff": {"holder": "gone-worker", "human": None}}
+    async with sessions() as session, session.begin():
+        await RunRepository(session).release(run_id, marker)
+
+    def claim(leases: RunLeaseStatements) -> Awaitable[Any]:
+        return leases.claim_resumable("next-worker", 30)
+
+    await kill_while_waiting(clean_db, "run claim_resumable", autocommit(engine, claim))
+
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None
+        assert (run.lease_holder, run.resume_payload) == (None, marker)
+
+    got = await autocommit(engine, claim)
+    assert got is not None and got.run_id == run_id and got.payload == marker
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None
+        assert (run.lease_holder, run.resume_payload) == ("next-worker", None)
+    # Claimed once: nothing is handed back any more.
+    assert await autocommit(engine, claim) is None

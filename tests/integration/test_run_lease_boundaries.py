@@ -1,8 +1,8 @@
-"""A run's start, its finish and the claim of a run handed back are ONE statement each (app/repositories/run_leases.py): the
-transaction boundaries a crash can fall on. The connection is killed while each statement waits
-(its ``run_events`` insert blocked by a table lock), as a crash of the worker or of its database
-connection at that point would: nothing of the statement is stored, and the statement run again
-does its whole work once."""
+"""A run's start, its finish and the claim of a run handed back are ONE statement each
+(app/repositories/run_leases.py): the transaction boundaries a crash can fall on. The connection
+is killed while each statement waits (its ``run_events`` insert blocked by a table lock), as a
+crash of the worker or of its database connection at that point would: nothing of the statement
+is stored, and the statement run again does its whole work once."""
 
 from __future__ import annotations
 

@@ -5,34 +5,21 @@ the answer (two model calls) at every length."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.support.benchmarks import run_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 async def test_turns_benchmark_thread_length_rows(database_url: str) -> None:
-    env = {**os.environ, "DATABASE_URL": database_url}
-    env.pop("TEST_DATABASE_URL", None)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "benchmarks" / "turns.py"),
+    text = await run_benchmark(
+        "turns.py",
         *("--phases", "length", "--lengths", "3,6", "--window", "2", "--repeat", "1"),
         *("--kb", "empty,answers"),
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        database_url=database_url,
+        timeout=600,
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), 600)
-    text = out.decode()
-    assert proc.returncode == 0, text[-4000:]
     tables = text.split("thread length (one thread, deploy layout, knowledge base ")[1:]
     assert [t.split(",", 1)[0] for t in tables] == ["empty", "answers"], text
     for table in tables:

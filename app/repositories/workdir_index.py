@@ -23,6 +23,8 @@ from app.db.models import WorkdirIndexEntry
 MAX_TERM_CHARS = 200
 #: Bytes of lexemes kept per original (a tsvector is limited to 1 MB).
 MAX_TERMS_BYTES = 512 * 1024
+#: Rows per multi-row INSERT (5 parameters each, far under PostgreSQL's 65535 per statement).
+INSERT_ROWS = 1000
 
 _T: Table = WorkdirIndexEntry.__table__  # type: ignore[assignment]
 
@@ -39,6 +41,10 @@ _CANDIDATES = text(
     LIMIT :limit
     """
 ).bindparams(bindparam("words", type_=ARRAY(Text)))
+
+
+#: One row of ``add_many``: (path, sha256, entry, lexemes).
+IndexRow = tuple[str, str, dict[str, Any], list[str]]
 
 
 def lexemes(terms: Iterable[str]) -> list[str]:
@@ -80,6 +86,31 @@ class WorkdirIndexRepository:
             .returning(_T.c.id)
         )
         return (await self.session.execute(stmt)).first() is not None
+
+    async def add_many(self, thread_key: str, rows: Sequence[IndexRow]) -> int:
+        """One multi-row INSERT per ``INSERT_ROWS`` rows; returns how many were new (a path the
+        thread already indexes is kept as it was). The caller's transaction holds them all."""
+        added = 0
+        for start in range(0, len(rows), INSERT_ROWS):
+            values = [
+                {
+                    "thread_key": thread_key,
+                    "path": path,
+                    "sha256": sha256,
+                    "entry": entry,
+                    # bindparam(None, ...): an anonymous parameter per row of the VALUES list.
+                    "tsv": func.array_to_tsvector(bindparam(None, terms, type_=ARRAY(Text))),
+                }
+                for path, sha256, entry, terms in rows[start : start + INSERT_ROWS]
+            ]
+            stmt = (
+                pg_insert(_T)
+                .values(values)
+                .on_conflict_do_nothing(index_elements=["thread_key", "path"])
+                .returning(_T.c.id)
+            )
+            added += len((await self.session.execute(stmt)).all())
+        return added
 
     async def candidates(
         self, thread_key: str, words: Sequence[str], limit: int

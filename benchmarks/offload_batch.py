@@ -13,7 +13,8 @@ fsynced once; S3: concurrent PUTs) and one index transaction with one multi-row 
 round offloads ``--results`` results of a fresh thread on each side, the sides alternating
 which goes first; the figures are medians over the rounds. fsyncs are counted by wrapping
 ``os.fsync`` (each call still reaches the real one), transactions and index INSERTs with
-SQLAlchemy events. Absolute times need a quiet machine; the counts do not.
+SQLAlchemy events. Process CPU is every thread of this process (for ``s3`` that includes the
+moto server). Absolute times need a quiet machine; the counts do not.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class Side:
     name: str
     run: Callable[..., Any]
     ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
     fsyncs: list[int] = field(default_factory=list)
     transactions: list[int] = field(default_factory=list)
     inserts: list[int] = field(default_factory=list)
@@ -167,13 +169,14 @@ async def measure(
         for side in order:
             thread = f"{backend}-{side.name.replace(' ', '-')}-{round_}"
             with counting(engine) as seen:
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 view = await side.run(messages, thread_id=thread, workdir=workdir, counter=counter)
-                elapsed = time.perf_counter() - started
+                elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             shrunk = sum(1 for m in view if is_offloaded(m))
             if shrunk != args.results:
                 raise SystemExit(f"{side.name}: {shrunk} of {args.results} offloaded")
             side.ms.append(elapsed * 1000)
+            side.cpu_ms.append(cpu * 1000)
             side.fsyncs.append(seen["fsyncs"])
             side.transactions.append(seen["transactions"])
             side.inserts.append(seen["inserts"])
@@ -186,6 +189,7 @@ def report(backend: str, sides: list[Side], args: argparse.Namespace) -> None:
     print(f"{'':28}{old.name:>16}{new.name:>12}{'ratio':>9}")
     for label, attr, fmt in (
         ("pass (ms)", "ms", "{:.1f}"),
+        ("process CPU (ms)", "cpu_ms", "{:.1f}"),
         ("os.fsync calls", "fsyncs", "{:.0f}"),
         ("index transactions", "transactions", "{:.0f}"),
         ("index INSERT statements", "inserts", "{:.0f}"),

@@ -127,16 +127,11 @@ class LocalStore:
                 staged.append(_Staged(i, key, self._make_parents(key, changed)))
             except (OSError, WorkdirPathError) as exc:
                 outcomes[i] = _failed(key, exc)
-        # Concurrent fsyncs share the journal's commits (ext4, xfs): the batch waits for the
-        # disk about as long as a few files do, not once per file.
-        workers = min(STAGE_WORKERS, len(staged))
-        if workers:
-            with ThreadPoolExecutor(workers, thread_name_prefix="workdir-put") as pool:
-                errors = list(pool.map(lambda e: e.stage(*items[e.index][1:]), staged))
-            for entry, error in zip(staged, errors, strict=True):
-                if error is not None:
-                    outcomes[entry.index] = _failed(entry.key, error)
-            staged = [e for e, error in zip(staged, errors, strict=True) if error is None]
+        errors = _stage_all(staged, items)
+        for entry, error in zip(staged, errors, strict=True):
+            if error is not None:
+                outcomes[entry.index] = _failed(entry.key, error)
+        staged = [e for e, error in zip(staged, errors, strict=True) if error is None]
         for entry in staged:  # hash sidecar first: a visible object has its hash beside it
             target = entry.target
             try:
@@ -263,6 +258,22 @@ class _Staged:
                 with contextlib.suppress(OSError):
                     os.unlink(name)
         self.sidecar_tmp = self.data_tmp = ""
+
+
+def _stage_all(staged: list[_Staged], items: list[PutItem]) -> list[OSError | None]:
+    """Every item's temp files written and fsynced; per item, the error or None.
+
+    From up to ``STAGE_WORKERS`` threads: concurrent fsyncs share the journal's commits (ext4,
+    xfs), so the batch waits for the disk about as long as a few files do, not once per file.
+    """
+
+    def stage(entry: _Staged) -> OSError | None:
+        return entry.stage(*items[entry.index][1:])
+
+    if len(staged) <= 1:  # no pool for a lone object
+        return [stage(entry) for entry in staged]
+    with ThreadPoolExecutor(min(STAGE_WORKERS, len(staged)), "workdir-put") as pool:
+        return list(pool.map(stage, staged))
 
 
 def _failed(key: str, exc: BaseException) -> WorkdirError | WorkdirPathError:

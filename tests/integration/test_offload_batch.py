@@ -9,15 +9,20 @@ and the rest of the batch shrinks. A failed index transaction shrinks none of th
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from sqlalchemy import event
@@ -29,7 +34,9 @@ from app.agents.summary_messages import is_offloaded
 from app.agents.tokens import TokenCounter
 from app.agents.workdir import PgIndex, S3Store, Workdir, WorkdirError, open_workdir
 from app.db.session import create_engine, create_session_factory
+from app.db.urls import libpq_url
 from tests.conftest import make_settings
+from tests.support.processes import reaped
 
 pytestmark = pytest.mark.integration
 
@@ -288,3 +295,83 @@ async def test_a_call_id_used_twice_in_one_batch_keeps_both_originals(blocked: B
     for record, text, shown in zip(records, (first, second), view[2::2], strict=True):
         assert (await workdir.read_text("t", record.path))[0] == text.content
         assert record.path in str(shown.content)
+
+
+# --- kill -9 between the batch's files and its index transaction -----------------------------------
+REPO = Path(__file__).resolve().parents[2]
+CHILD = """
+import asyncio, os, sys
+from app.agents.offload import deterministic_pass
+from app.agents.tokens import TokenCounter
+from app.agents.workdir import LocalStore, PgIndex, S3Store, Workdir
+from app.db.session import create_engine, create_session_factory
+from tests.integration.test_offload_batch import BATCH, PREVIEW_TOKENS, conversation
+
+async def main() -> None:
+    url = os.environ["TK_WORKDIR_URL"]
+    store = S3Store(url) if url else LocalStore(os.environ["TK_WORKDIR_ROOT"])
+    index = PgIndex(create_session_factory(create_engine(os.environ["TK_DATABASE_URL"])))
+    await deterministic_pass(
+        conversation(BATCH), thread_id="t", workdir=Workdir(store, index),
+        counter=TokenCounter(), preview_tokens=PREVIEW_TOKENS,
+    )
+    sys.exit("the index transaction was not held back")
+
+asyncio.run(main())
+"""
+
+
+async def test_killed_between_files_and_index_a_retry_indexes_the_stored_originals(
+    blocked: Blocked,
+    engine: AsyncEngine,
+    clean_db: str,
+    workdir_settings: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    """A worker process stores the batch's originals, then waits on its index INSERT (the
+    table is locked here) and is killed with SIGKILL: no row, no message shrunk (its view was
+    never returned). The next pass finds every original stored byte for byte and only indexes
+    them, in one transaction."""
+    workdir, _ = blocked("t", [])
+    env = {
+        **os.environ,
+        "TK_WORKDIR_URL": workdir_settings.get("workdir_url", ""),
+        "TK_WORKDIR_ROOT": str(tmp_path / "workdir"),
+        "TK_DATABASE_URL": clean_db,
+    }
+    with (
+        psycopg.connect(libpq_url(clean_db), autocommit=True) as locker,
+        psycopg.connect(libpq_url(clean_db), autocommit=True) as watcher,
+    ):
+        locker.execute("BEGIN")
+        locker.execute("LOCK TABLE workdir_index IN SHARE ROW EXCLUSIVE MODE")
+        command = [sys.executable, "-c", CHILD]
+        proc = await asyncio.to_thread(subprocess.Popen, command, cwd=REPO, env=env)
+        with reaped(proc):
+            waiting = 0
+            for _ in range(600):  # the child's INSERT is waiting for the lock
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO workdir_index%'"
+                ).fetchone()[0]
+                if waiting or proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert waiting == 1 and proc.poll() is None
+            proc.send_signal(signal.SIGKILL)
+            assert await asyncio.to_thread(proc.wait, 30) == -signal.SIGKILL
+        locker.execute("ROLLBACK")
+
+    assert await workdir.index_size("t") == 0
+    for i in range(BATCH):  # every original was durably stored before the INSERT was sent
+        stream = await workdir.open("t", f"tool-results/c{i}.txt")
+        assert await stream.read() == result_text(i).encode()
+        assert stream.sha256 == hashlib.sha256(result_text(i).encode()).hexdigest()
+
+    with database_work(engine) as work:
+        view, records, failures = await offload_all(workdir, "t", conversation(BATCH))
+    assert failures == [] and len(records) == BATCH and all(r.existed for r in records)
+    assert all(is_offloaded(m) for m in view[2::2])
+    assert work == {"transactions": 1, "index_inserts": 1}
+    hits = await search_workdir(workdir, "t", "fact7word")
+    assert [h.path for h in hits] == ["tool-results/c7.txt"]

@@ -223,7 +223,7 @@ async def deterministic_pass(
             if record is None:
                 continue
             message, tool_name, _, text, original_tokens = planned.candidate
-            replacement = planned.replacement
+            replacement, saving = planned.replacement, planned.saving
             if (record.path, record.sha256) != (planned.expected.path, planned.expected.sha256):
                 # Stored under another name (a reused tool-call id): the preview names it.
                 replacement = _previewed(
@@ -234,12 +234,12 @@ async def deterministic_pass(
                     budget_chars=budget_chars,
                     original_tokens=original_tokens,
                 )
-            new_tokens = counter.count_message(replacement)
-            if new_tokens >= original_tokens:
+                saving = original_tokens - counter.count_message(replacement)
+            if saving <= 0:
                 continue
             view[planned.index] = replacement
             offloaded.append(record)
-            running -= original_tokens - new_tokens
+            running -= saving
     return view, offloaded
 
 

@@ -268,6 +268,8 @@ class TurnCost:
     #: into the Workdir once a thread holds a summary and the knowledge base has nothing, so a
     #: late turn can be a longer turn (model -> query_kb -> model -> search_workdir -> model).
     model_calls: list[int] = field(default_factory=list)
+    #: ``--wal-by-relation``: per turn, WAL bytes per (relation, record type).
+    wal_by_relation: list[dict[tuple[str, str], int]] = field(default_factory=list, repr=False)
 
 
 class WalMeter:
@@ -278,6 +280,8 @@ class WalMeter:
         self.db = db
         self.inspect = False
         self.oid = 0
+        #: The end LSN of the last ``since``.
+        self.end = ""
 
     async def open(self) -> None:
         with contextlib.suppress(Exception):
@@ -294,7 +298,7 @@ class WalMeter:
 
     async def since(self, start: str) -> tuple[int, int]:
         """Bytes written since ``start`` and, of those, full-page images (0 when unknown)."""
-        end = await self.lsn()
+        end = self.end = await self.lsn()
         if not self.inspect:
             row = await (
                 await self.db.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start))
@@ -308,6 +312,54 @@ class WalMeter:
             )
         ).fetchone()
         return int(row[0]), int(row[1])
+
+    async def by_relation(self, start: str, end: str) -> dict[tuple[str, str], int]:
+        """WAL bytes between two LSNs grouped by the relation of each record's first block
+        reference (a TOAST relation as ``toast(<table>)``) and record type, the full-page images
+        apart, records of this database only; a relation dropped since shows as its file node."""
+        if not self.inspect:
+            return {}
+        cur = await self.db.execute(
+            """
+            WITH r AS (
+                SELECT record_length - fpi_length AS record_length,
+                       resource_manager || '/' || record_type AS kind,
+                       substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid AS node,
+                       substring(block_ref FROM 'rel ([0-9]+)/')::oid AS spc
+                FROM pg_get_wal_records_info(%(start)s, %(end)s)
+                WHERE block_ref LIKE %(db)s
+                UNION ALL
+                SELECT fpi_length, 'full-page images',
+                       substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid,
+                       substring(block_ref FROM 'rel ([0-9]+)/')::oid
+                FROM pg_get_wal_records_info(%(start)s, %(end)s)
+                WHERE block_ref LIKE %(db)s AND fpi_length > 0
+            ), named AS (
+                SELECT r.record_length, r.kind, r.node,
+                       pg_filenode_relation(
+                           CASE WHEN r.spc = d.dattablespace THEN 0 ELSE r.spc END, r.node
+                       ) AS rel
+                FROM r CROSS JOIN (
+                    SELECT dattablespace FROM pg_database WHERE datname = current_database()
+                ) d
+            )
+            SELECT coalesce(
+                       (SELECT 'toast(' || o.relname || ')' FROM pg_class o
+                        WHERE o.reltoastrelid = n.rel),
+                       (SELECT t.relname || ' (toast index)' FROM pg_class t
+                        JOIN pg_index i ON i.indrelid = t.reltoastrelid
+                        WHERE i.indexrelid = n.rel),
+                       n.rel::regclass::text,
+                       'filenode ' || n.node
+                   ) AS relation,
+                   n.kind,
+                   sum(n.record_length)::bigint
+            FROM named n
+            GROUP BY 1, 2
+            """,
+            {"start": start, "end": end, "db": f"%/{self.oid}/%"},
+        )
+        return {(str(name), str(kind)): int(size) for name, kind, size in await cur.fetchall()}
 
 
 async def model_calls(db: Any, thread_id: str) -> int:
@@ -348,7 +400,12 @@ KB_DOCUMENT = {
 
 
 async def thread_length(
-    server: str, lengths: list[int], window: int, logs: Path, kb: str = "empty"
+    server: str,
+    lengths: list[int],
+    window: int,
+    logs: Path,
+    kb: str = "empty",
+    by_relation: bool = False,
 ) -> dict[int, TurnCost]:
     import psycopg
 
@@ -405,6 +462,8 @@ async def thread_length(
                             written, images = await wal.since(lsn0)
                             cost.wal_bytes.append(written)
                             cost.fpi_bytes.append(images)
+                            if by_relation:
+                                cost.wal_by_relation.append(await wal.by_relation(lsn0, wal.end))
                             cost.model_calls.append(await model_calls(db, thread_id) - calls0)
                             n += 1
                 conn.close()
@@ -613,6 +672,32 @@ def print_lengths(costs: dict[int, list[TurnCost]], kb: str) -> None:
         )
 
 
+def print_wal_by_relation(costs: dict[int, list[TurnCost]], kb: str) -> None:
+    """Mean WAL bytes per turn by relation, and under each by record type (``Heap/INSERT``,
+    ``Heap/LOCK``, ``Btree/INSERT_LEAF``..., and ``full-page images``), over every measured turn
+    of each length."""
+    for length, runs in sorted(costs.items()):
+        turns = [t for r in runs for t in r.wal_by_relation]
+        if not turns:
+            continue
+        kinds: dict[str, dict[str, int]] = {}
+        for t in turns:
+            for (name, kind), size in t.items():
+                kinds.setdefault(name, {})
+                kinds[name][kind] = kinds[name].get(kind, 0) + size
+        n = len(turns)
+        print(
+            f"\nWAL by relation at {length} turns, knowledge base {kb}"
+            f" (mean bytes per turn over {n} turns)"
+        )
+        for name, by_kind in sorted(kinds.items(), key=lambda kv: -sum(kv[1].values())):
+            print(f"  {name:<52}{sum(by_kind.values()) / n:>10.0f}")
+            for kind, size in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+                print(f"      {kind:<48}{size / n:>10.0f}")
+        total = sum(sum(k.values()) for k in kinds.values())
+        print(f"  {'total':<52}{total / n:>10.0f}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: short, small")
@@ -627,6 +712,11 @@ async def main() -> None:
         "--kb",
         default="empty,answers",
         help="thread-length phase: knowledge base empty and/or answering every turn",
+    )
+    parser.add_argument(
+        "--wal-by-relation",
+        action="store_true",
+        help="thread length: also print the WAL bytes per turn by relation and record type",
     )
     args = parser.parse_args()
     if args.quick:
@@ -656,7 +746,14 @@ async def main() -> None:
             lengths = [int(x) for x in args.lengths.split(",")]
             for kb in args.kb.split(","):
                 for length, cost in (
-                    await thread_length(server, lengths, args.window, logs / "length.log", kb)
+                    await thread_length(
+                        server,
+                        lengths,
+                        args.window,
+                        logs / "length.log",
+                        kb,
+                        args.wal_by_relation,
+                    )
                 ).items():
                     costs.setdefault(kb, {}).setdefault(length, []).append(cost)
                     print(f"run {i + 1}: kb {kb}: {length} turns: {cost}", flush=True)
@@ -666,6 +763,8 @@ async def main() -> None:
             print("LangGraph reference: not measured (see stderr)")
     for kb, by_length in costs.items():
         print_lengths(by_length, kb)
+        if args.wal_by_relation:
+            print_wal_by_relation(by_length, kb)
     if "claims" in phases:
         print("\nclaims")
         for line in await claims_figures(server, args.quick):

@@ -34,3 +34,26 @@ async def test_turns_benchmark_thread_length_rows(database_url: str) -> None:
             assert int(r[6]) >= 2, text
     answering = [line.split() for line in tables[1].splitlines() if line.strip()[:1].isdigit()]
     assert [r[6] for r in answering] == ["2", "2"], text
+
+
+async def test_turns_benchmark_wal_by_relation(database_url: str) -> None:
+    """``--wal-by-relation``: per length, the relations the turns wrote (the checkpoint tables
+    among them), each with its record types, and a total."""
+    text = await run_benchmark(
+        "turns.py",
+        *("--phases", "length", "--lengths", "3", "--window", "2", "--repeat", "1"),
+        *("--kb", "answers", "--wal-by-relation"),
+        database_url=database_url,
+        timeout=600,
+    )
+    block = text.split("WAL by relation at 3 turns, knowledge base answers")[1]
+    lines = [line for line in block.splitlines()[1:] if line.strip()]
+    relations = {
+        line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1])
+        for line in lines
+        if line[2] != " "  # record types are indented further
+    }
+    assert relations.get("checkpoints", 0) > 0 and relations.get("checkpoint_blobs", 0) > 0, text
+    assert relations.get("messages", 0) > 0, text
+    assert relations["total"] >= sum(v for k, v in relations.items() if k != "total") - 1, text
+    assert any(line.split()[0] == "Heap/INSERT" for line in lines if line.startswith("      "))

@@ -260,10 +260,16 @@ class TurnCost:
     cpu_ms: list[float] = field(default_factory=list)
     round_trips: list[int] = field(default_factory=list)
     wal_bytes: list[int] = field(default_factory=list)
+    #: Of ``wal_bytes``, the full-page images: the first change to a page after a PostgreSQL
+    #: checkpoint logs the whole page. They depend on when checkpoints fall (other databases'
+    #: writes on a shared server bring them on), so they are printed apart.
+    fpi_bytes: list[int] = field(default_factory=list)
     #: The turn's shape: the model calls it made (its ``assistant`` messages). The offline model looks
     #: into the Workdir once a thread holds a summary and the knowledge base has nothing, so a
     #: late turn can be a longer turn (model -> query_kb -> model -> search_workdir -> model).
     model_calls: list[int] = field(default_factory=list)
+    #: ``--wal-by-relation``: per turn, WAL bytes per (relation, record type).
+    wal_by_relation: list[dict[tuple[str, str], int]] = field(default_factory=list, repr=False)
 
 
 class WalMeter:
@@ -274,6 +280,8 @@ class WalMeter:
         self.db = db
         self.inspect = False
         self.oid = 0
+        #: The end LSN of the last ``since``.
+        self.end = ""
 
     async def open(self) -> None:
         with contextlib.suppress(Exception):
@@ -288,21 +296,70 @@ class WalMeter:
         row = await (await self.db.execute("SELECT pg_current_wal_flush_lsn()::text")).fetchone()
         return str(row[0])
 
-    async def since(self, start: str) -> int:
-        end = await self.lsn()
+    async def since(self, start: str) -> tuple[int, int]:
+        """Bytes written since ``start`` and, of those, full-page images (0 when unknown)."""
+        end = self.end = await self.lsn()
         if not self.inspect:
             row = await (
                 await self.db.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start))
             ).fetchone()
-            return int(row[0])
+            return int(row[0]), 0
         row = await (
             await self.db.execute(
-                "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info(%s, %s) "
-                "WHERE block_ref LIKE %s",
+                "SELECT coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0)"
+                " FROM pg_get_wal_records_info(%s, %s) WHERE block_ref LIKE %s",
                 (start, end, f"%/{self.oid}/%"),
             )
         ).fetchone()
-        return int(row[0])
+        return int(row[0]), int(row[1])
+
+    async def by_relation(self, start: str, end: str) -> dict[tuple[str, str], int]:
+        """WAL bytes between two LSNs grouped by the relation of each record's first block
+        reference (a TOAST relation as ``toast(<table>)``) and record type, the full-page images
+        apart, records of this database only; a relation dropped since shows as its file node."""
+        if not self.inspect:
+            return {}
+        cur = await self.db.execute(
+            """
+            WITH r AS (
+                SELECT record_length - fpi_length AS record_length,
+                       resource_manager || '/' || record_type AS kind,
+                       substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid AS node,
+                       substring(block_ref FROM 'rel ([0-9]+)/')::oid AS spc
+                FROM pg_get_wal_records_info(%(start)s, %(end)s)
+                WHERE block_ref LIKE %(db)s
+                UNION ALL
+                SELECT fpi_length, 'full-page images',
+                       substring(block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)')::oid,
+                       substring(block_ref FROM 'rel ([0-9]+)/')::oid
+                FROM pg_get_wal_records_info(%(start)s, %(end)s)
+                WHERE block_ref LIKE %(db)s AND fpi_length > 0
+            ), named AS (
+                SELECT r.record_length, r.kind, r.node,
+                       pg_filenode_relation(
+                           CASE WHEN r.spc = d.dattablespace THEN 0 ELSE r.spc END, r.node
+                       ) AS rel
+                FROM r CROSS JOIN (
+                    SELECT dattablespace FROM pg_database WHERE datname = current_database()
+                ) d
+            )
+            SELECT coalesce(
+                       (SELECT 'toast(' || o.relname || ')' FROM pg_class o
+                        WHERE o.reltoastrelid = n.rel),
+                       (SELECT t.relname || ' (toast index)' FROM pg_class t
+                        JOIN pg_index i ON i.indrelid = t.reltoastrelid
+                        WHERE i.indexrelid = n.rel),
+                       n.rel::regclass::text,
+                       'filenode ' || n.node
+                   ) AS relation,
+                   n.kind,
+                   sum(n.record_length)::bigint
+            FROM named n
+            GROUP BY 1, 2
+            """,
+            {"start": start, "end": end, "db": f"%/{self.oid}/%"},
+        )
+        return {(str(name), str(kind)): int(size) for name, kind, size in await cur.fetchall()}
 
 
 async def model_calls(db: Any, thread_id: str) -> int:
@@ -315,8 +372,40 @@ async def model_calls(db: Any, thread_id: str) -> int:
     return int(row[0])
 
 
+def thread_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``'s live threads, to the nanosecond (``/proc/<pid>/task/*/schedstat``;
+    ``/proc/<pid>/stat`` counts in clock ticks of 10 ms, too coarse for one turn). A thread that
+    ends between two readings takes its time with it: the worker's threads live as long as it."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[0])
+    except OSError:
+        return process_cpu_seconds(pid)
+    return total / 1e9 if total else process_cpu_seconds(pid)
+
+
+# What the knowledge base holds in the thread-length phase. ``empty``: ``query_kb`` finds nothing,
+# so once the thread holds a summary or offloaded results the offline model also searches the
+# Workdir (a turn becomes three model calls instead of two). ``answers``: one document answers
+# every turn's question, so every turn has the same shape (``query_kb``, then the answer quoting
+# it) at every length, and each turn adds a real result to the context.
+KB_DOCUMENT = {
+    "title": "Leases",
+    "url": "https://docs.example/leases",
+    "content": "A run lease expires when the worker stops sending heartbeats. "
+    "Each lease is renewed by every heartbeat of the worker that holds it.",
+}
+
+
 async def thread_length(
-    server: str, lengths: list[int], window: int, logs: Path
+    server: str,
+    lengths: list[int],
+    window: int,
+    logs: Path,
+    kb: str = "empty",
+    by_relation: bool = False,
 ) -> dict[int, TurnCost]:
     import psycopg
 
@@ -334,8 +423,15 @@ async def thread_length(
             )
             try:
                 await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-                (thread_id,) = await create_threads(base, 1)
                 conn = Connection(*endpoint(base))
+                if kb == "answers":
+                    status, body = await conn.request(
+                        "POST",
+                        "/v1/knowledge-bases/default/documents",
+                        json.dumps(KB_DOCUMENT).encode(),
+                    )
+                    assert status == 201, body
+                (thread_id,) = await create_threads(base, 1)
                 async with (
                     completions(url) as done,
                     await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as db,
@@ -357,13 +453,17 @@ async def thread_length(
                             calls0 = await model_calls(db, thread_id)
                             rt0, cpu0, lsn0 = (
                                 proxy.counts.round_trips,
-                                process_cpu_seconds(pid),
+                                thread_cpu_seconds(pid),
                                 await wal.lsn(),
                             )
                             cost.latency_ms.append(await turn(conn, done, thread_id, n) * 1000)
-                            cost.cpu_ms.append((process_cpu_seconds(pid) - cpu0) * 1000)
+                            cost.cpu_ms.append((thread_cpu_seconds(pid) - cpu0) * 1000)
                             cost.round_trips.append(proxy.counts.round_trips - rt0)
-                            cost.wal_bytes.append(await wal.since(lsn0))
+                            written, images = await wal.since(lsn0)
+                            cost.wal_bytes.append(written)
+                            cost.fpi_bytes.append(images)
+                            if by_relation:
+                                cost.wal_by_relation.append(await wal.by_relation(lsn0, wal.end))
                             cost.model_calls.append(await model_calls(db, thread_id) - calls0)
                             n += 1
                 conn.close()
@@ -549,11 +649,11 @@ def print_capacity(
         )
 
 
-def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
-    print("\nthread length (one thread, deploy layout, medians per turn)")
+def print_lengths(costs: dict[int, list[TurnCost]], kb: str) -> None:
+    print(f"\nthread length (one thread, deploy layout, knowledge base {kb}, medians per turn)")
     print(
         f"{'turns':>6}{'latency ms':>12}{'worker CPU ms':>15}{'round trips':>13}{'WAL KB':>9}"
-        f"{'model calls':>13}"
+        f"{'of it FPI KB':>14}{'model calls':>13}"
     )
     first: tuple[float, float] | None = None
     for length, runs in sorted(costs.items()):
@@ -561,13 +661,41 @@ def print_lengths(costs: dict[int, list[TurnCost]]) -> None:
         cpu = statistics.median(x for r in runs for x in r.cpu_ms)
         rts = statistics.median(x for r in runs for x in r.round_trips)
         wal = statistics.median(x for r in runs for x in r.wal_bytes)
+        fpi = statistics.median(x for r in runs for x in r.fpi_bytes)
         calls = statistics.median(x for r in runs for x in r.model_calls) or 1
         first = first or (lat, lat / calls)
         print(
-            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{calls:>13.0f}"
+            f"{length:>6}{lat:>12.0f}{cpu:>15.1f}{rts:>13.0f}{wal / 1024:>9.1f}{fpi / 1024:>14.1f}"
+            f"{calls:>13.0f}"
             f"   x{lat / first[0]:.2f} of the shortest per turn,"
             f" x{lat / calls / first[1]:.2f} per model call"
         )
+
+
+def print_wal_by_relation(costs: dict[int, list[TurnCost]], kb: str) -> None:
+    """Mean WAL bytes per turn by relation, and under each by record type (``Heap/INSERT``,
+    ``Heap/LOCK``, ``Btree/INSERT_LEAF``..., and ``full-page images``), over every measured turn
+    of each length."""
+    for length, runs in sorted(costs.items()):
+        turns = [t for r in runs for t in r.wal_by_relation]
+        if not turns:
+            continue
+        kinds: dict[str, dict[str, int]] = {}
+        for t in turns:
+            for (name, kind), size in t.items():
+                kinds.setdefault(name, {})
+                kinds[name][kind] = kinds[name].get(kind, 0) + size
+        n = len(turns)
+        print(
+            f"\nWAL by relation at {length} turns, knowledge base {kb}"
+            f" (mean bytes per turn over {n} turns)"
+        )
+        for name, by_kind in sorted(kinds.items(), key=lambda kv: -sum(kv[1].values())):
+            print(f"  {name:<52}{sum(by_kind.values()) / n:>10.0f}")
+            for kind, size in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+                print(f"      {kind:<48}{size / n:>10.0f}")
+        total = sum(sum(k.values()) for k in kinds.values())
+        print(f"  {'total':<52}{total / n:>10.0f}")
 
 
 async def main() -> None:
@@ -580,6 +708,16 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="per capacity phase")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--phases", default="capacity,length,claims,reference")
+    parser.add_argument(
+        "--kb",
+        default="empty,answers",
+        help="thread-length phase: knowledge base empty and/or answering every turn",
+    )
+    parser.add_argument(
+        "--wal-by-relation",
+        action="store_true",
+        help="thread length: also print the WAL bytes per turn by relation and record type",
+    )
     args = parser.parse_args()
     if args.quick:
         args.threads, args.lengths, args.seconds, args.repeat = "1,8", "10,30", 4.0, 1
@@ -590,7 +728,7 @@ async def main() -> None:
     print(f"server logs: {logs}")
     results: dict[str, dict[int, list[Capacity]]] = {}
     ref: dict[int, list[Capacity]] = {}
-    costs: dict[int, list[TurnCost]] = {}
+    costs: dict[str, dict[int, list[TurnCost]]] = {}
     for i in range(args.repeat):
         if "capacity" in phases:
             for layout in args.layouts.split(","):
@@ -606,17 +744,27 @@ async def main() -> None:
                 print(f"run {i + 1}: langgraph {count} threads: {cap}", flush=True)
         if "length" in phases:
             lengths = [int(x) for x in args.lengths.split(",")]
-            for length, cost in (
-                await thread_length(server, lengths, args.window, logs / "length.log")
-            ).items():
-                costs.setdefault(length, []).append(cost)
-                print(f"run {i + 1}: {length} turns: {cost}", flush=True)
+            for kb in args.kb.split(","):
+                for length, cost in (
+                    await thread_length(
+                        server,
+                        lengths,
+                        args.window,
+                        logs / "length.log",
+                        kb,
+                        args.wal_by_relation,
+                    )
+                ).items():
+                    costs.setdefault(kb, {}).setdefault(length, []).append(cost)
+                    print(f"run {i + 1}: kb {kb}: {length} turns: {cost}", flush=True)
     if results or ref:
         print_capacity(results, ref)
         if "reference" in phases and not ref:
             print("LangGraph reference: not measured (see stderr)")
-    if costs:
-        print_lengths(costs)
+    for kb, by_length in costs.items():
+        print_lengths(by_length, kb)
+        if args.wal_by_relation:
+            print_wal_by_relation(by_length, kb)
     if "claims" in phases:
         print("\nclaims")
         for line in await claims_figures(server, args.quick):

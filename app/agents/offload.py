@@ -1,8 +1,9 @@
 """The offload pass (DESIGN 3, step 2): large tool results go to the Workdir, previews stay.
 
 No model call and nothing lost: the full text stays readable with ``read_workdir_file`` and
-findable through the thread's index and ``search_workdir``. Each original gets its index entry
-in the same Workdir call; a write the Workdir refuses leaves that message verbatim and says why.
+findable through the thread's index and ``search_workdir``. A pass writes its originals and their
+index entries in one batched Workdir call; a write the Workdir refuses leaves that message
+verbatim and says why (the rest of the batch still shrinks).
 Input messages are never mutated: changed messages are copies (``model_copy``) keeping their
 ids, so the graph's add_messages reducer replaces them in place.
 
@@ -29,6 +30,7 @@ from app.agents.tokens import Measurement, TokenCounter
 from app.agents.tool_names import RECOVERY_TOOLS
 from app.agents.workdir import (
     OffloadRecord,
+    ToolResultText,
     Workdir,
     WorkdirError,
     WorkdirIndexError,
@@ -139,6 +141,41 @@ def _candidate(
     return message, tool_name, args, text, original_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A candidate of a batch: its preview sized before its original is written."""
+
+    index: int
+    candidate: _Candidate
+    expected: OffloadRecord
+    replacement: ToolMessage
+    saving: int
+
+
+def _plan(
+    index: int,
+    candidate: _Candidate,
+    workdir: Workdir,
+    thread_id: str,
+    counter: TokenCounter,
+    budget_chars: int,
+) -> _Planned | None:
+    """The candidate with the preview it gets if stored under its usual name; None when that
+    preview would not be smaller (nothing to gain: its original is not written)."""
+    message, tool_name, _, text, original_tokens = candidate
+    expected = workdir.expected_record(thread_id, message.tool_call_id, text)
+    replacement = _previewed(
+        message,
+        tool_name,
+        text,
+        expected,
+        budget_chars=budget_chars,
+        original_tokens=original_tokens,
+    )
+    saving = original_tokens - counter.count_message(replacement)
+    return _Planned(index, candidate, expected, replacement, saving) if saving > 0 else None
+
+
 async def deterministic_pass(
     messages: Sequence[BaseMessage],
     *,
@@ -155,71 +192,91 @@ async def deterministic_pass(
     """Offload ToolMessages larger than ``preview_tokens`` (oldest first) and show previews.
 
     Only ``messages[start:]`` are candidates. ``stop_below``: stop as soon as ``base_tokens`` +
-    the view is under it (``None`` offloads every candidate). Each original gets its entry in
-    the thread's index in the same Workdir call; a failed write or append leaves that message
-    unchanged and its reason is appended to ``failures``. Returns copies; inputs are not mutated.
+    the view is under it (``None`` offloads every candidate). The originals are written as one
+    batch (``Workdir.write_tool_results``: one ``put_many``, one index transaction): the
+    candidates, oldest first, whose previews bring the view under ``stop_below``; when writes
+    fail and the view is still over it, the next candidates make the next batch. A message
+    is shrunk only when its own original is stored and indexed: a failed write (or index
+    transaction) leaves it unchanged and its reason is appended to ``failures``, while the
+    rest of its batch may shrink. Returns copies; inputs are not mutated.
     """
     view = list(messages)
     offloaded: list[OffloadRecord] = []
     calls = _calls_by_id(messages)
     running = base_tokens + counter.count_messages(view) if stop_below is not None else 0
     budget_chars = max(preview_tokens * PREVIEW_CHARS_PER_TOKEN, 600)
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if stop_below is not None and running < stop_below:
-            break
-        candidate = _candidate(message, calls, counter, preview_tokens, protected_tools)
-        if candidate is None:
-            continue
-        message, tool_name, args, text, original_tokens = candidate
-        record = await store_original(workdir, thread_id, message, tool_name, args, text, failures)
-        if record is None:
-            continue
-        replacement = _previewed(
-            message,
-            tool_name,
-            text,
-            record,
-            budget_chars=budget_chars,
-            original_tokens=original_tokens,
-        )
-        new_tokens = counter.count_message(replacement)
-        if new_tokens >= original_tokens:
-            continue
-        view[index] = replacement
-        offloaded.append(record)
-        running -= original_tokens - new_tokens
+    index = start
+    while index < len(messages) and (stop_below is None or running >= stop_below):
+        batch: list[_Planned] = []
+        expected = running
+        while index < len(messages) and (stop_below is None or expected >= stop_below):
+            candidate = _candidate(messages[index], calls, counter, preview_tokens, protected_tools)
+            planned = candidate and _plan(
+                index, candidate, workdir, thread_id, counter, budget_chars
+            )
+            if planned:
+                batch.append(planned)
+                expected -= planned.saving
+            index += 1
+        records = await store_originals(workdir, thread_id, [p.candidate for p in batch], failures)
+        for planned, record in zip(batch, records, strict=True):
+            if record is None:
+                continue
+            message, tool_name, _, text, original_tokens = planned.candidate
+            replacement, saving = planned.replacement, planned.saving
+            if (record.path, record.sha256) != (planned.expected.path, planned.expected.sha256):
+                # Stored under another name (a reused tool-call id): the preview names it.
+                replacement = _previewed(
+                    message,
+                    tool_name,
+                    text,
+                    record,
+                    budget_chars=budget_chars,
+                    original_tokens=original_tokens,
+                )
+                saving = original_tokens - counter.count_message(replacement)
+            if saving <= 0:
+                continue
+            view[planned.index] = replacement
+            offloaded.append(record)
+            running -= saving
     return view, offloaded
 
 
-async def store_original(
+async def store_originals(
     workdir: Workdir,
     thread_id: str,
-    message: ToolMessage,
-    tool_name: str,
-    args: dict[str, Any],
-    text: str,
+    candidates: Sequence[_Candidate],
     failures: list[str] | None = None,
-) -> OffloadRecord | None:
-    """Write one original and its index entry; None (logged, reason appended to ``failures``)
-    when the Workdir refuses."""
+) -> list[OffloadRecord | None]:
+    """Write the candidates' originals and index entries as one batch; per candidate its
+    record, or None (logged, reason appended to ``failures``) when the Workdir refused it."""
+    if not candidates:
+        return []
+    results = [
+        ToolResultText(message.tool_call_id, text, index_fields(tool_name, args, text))
+        for message, tool_name, args, text, _ in candidates
+    ]
+    outcomes: Sequence[OffloadRecord | WorkdirError | WorkdirPathError]
     try:
-        return await workdir.write_tool_result(
-            thread_id,
-            message.tool_call_id,
-            text,
-            index=index_fields(tool_name, args, text),
-        )
-    except (WorkdirError, WorkdirPathError) as exc:
+        outcomes = await workdir.write_tool_results(thread_id, results)
+    except (WorkdirError, WorkdirPathError) as exc:  # the whole batch (no usable thread key)
+        outcomes = [exc] * len(results)
+    records: list[OffloadRecord | None] = []
+    for (message, *_), outcome in zip(candidates, outcomes, strict=True):
+        if isinstance(outcome, OffloadRecord):
+            records.append(outcome)
+            continue
         log.warning(
             "workdir_offload_failed",
             thread_id=thread_id,
             tool_call_id=message.tool_call_id,
-            error=str(exc),
+            error=str(outcome),
         )
         if failures is not None:
-            failures.append(workdir_failure_reason(exc))
-        return None
+            failures.append(workdir_failure_reason(outcome))
+        records.append(None)
+    return records
 
 
 async def keep_originals(
@@ -230,8 +287,10 @@ async def keep_originals(
     protected_tools: Collection[str] = DEFAULT_PROTECTED_TOOLS,
 ) -> int:
     """Store (and index) every not yet offloaded tool result about to be summarized away,
-    whatever its size, so the summary never loses an original; returns the index size."""
+    whatever its size, as one batch, so the summary never loses an original; returns the
+    index size."""
     calls = _calls_by_id(messages)
+    batch: list[_Candidate] = []
     for message in messages:
         if not isinstance(message, ToolMessage) or is_offloaded(message):
             continue
@@ -240,7 +299,8 @@ async def keep_originals(
         text = _plain_text(message)
         if tool_name in protected_tools or text is None:
             continue
-        await store_original(workdir, thread_id, message, tool_name, args, text)
+        batch.append((message, tool_name, args, text, 0))
+    await store_originals(workdir, thread_id, batch)
     try:
         return await workdir.index_size(thread_id)
     except (WorkdirError, WorkdirPathError):

@@ -11,9 +11,9 @@ DeltaChannel snapshot marker) is reported as ``needs_general`` and left untouche
 caller runs upstream's prune instead.
 
 What it deletes is what upstream's deletes: every checkpoint of the root namespace but the
-latest, their pending writes, the blobs they used that the latest does not, and the latest's
-link to its deleted parent; except that the blobs a delta-stored channel of the latest builds on
-(its chain, app/db/checkpoint_delta.py) are kept. Upstream's prune does not know chains, so a
+latest, their pending writes, the blobs the latest does not use, and the latest's link to its
+deleted parent; except that the blobs a delta-stored channel of the latest builds on (its chain,
+app/db/checkpoint_delta.py) are kept, until a whole version starts a new chain. Upstream's prune does not know chains, so a
 thread that needs it and has delta blobs is not pruned at all (``has_deltas``).
 """
 
@@ -68,9 +68,14 @@ chain AS (
       AND b.channel = c.channel AND b.version = split_part(c.type, '|', 4)
     WHERE left(c.type, 6) = 'delta|'
 ),
+-- Every blob of the thread the head neither names nor builds on, not only those the deleted
+-- checkpoints named: a version kept as a chain link when its checkpoint went is named by no
+-- checkpoint once a whole version starts a new chain, and nothing else would ever free it. The
+-- run that prunes holds the thread, so no blob of a checkpoint still being written is here.
 freed AS (
-    SELECT DISTINCT v.key AS channel, v.value AS version
-    FROM gone CROSS JOIN LATERAL jsonb_each_text(gone.versions) AS v
+    SELECT b.channel, b.version FROM checkpoint_blobs b
+    WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = ''
+      AND NOT EXISTS (SELECT 1 FROM general)
     EXCEPT
     SELECT v.key, v.value FROM head CROSS JOIN LATERAL jsonb_each_text(head.versions) AS v
     EXCEPT

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -32,15 +33,64 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg import AsyncConnection, AsyncCursor
+from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from app.db import checkpoint_delta
+from app.db import checkpoint_codec, checkpoint_delta
 from app.db.checkpoint_prune import has_deltas, keep_latest
 from app.db.session import needs_ping
 
 log = structlog.get_logger(__name__)
+
+#: Upstream's saver migrations minus the three ``*_thread_id_idx`` indexes (replaced by no-ops: the
+#: saver numbers its migrations by position): each table's primary key already leads with
+#: ``thread_id``, and the indexes cost ~1.8 KB of WAL per trivial turn. Alembic's 0008_i23_wal drops
+#: them where an earlier version created them.
+MIGRATIONS = ["SELECT 1;" if "_thread_id_idx" in m else m for m in AsyncPostgresSaver.MIGRATIONS]
+# Inserts as ``INSERT ... SELECT ... WHERE NOT EXISTS`` instead of upstream's ``ON CONFLICT``: a
+# speculative insertion (any ON CONFLICT insert) writes a HEAP_CONFIRM record besides the row,
+# ~0.9 KB of WAL per trivial turn over the three tables. Same parameters, in the same order, as
+# upstream's statements. Two writers racing on one key get a unique violation instead, and the
+# write is redone with upstream's statements (``_write``), so the outcome is upstream's.
+INSERT_BLOB_SQL = """
+    INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT * FROM (VALUES (%s, %s, %s, %s, %s, %s::bytea))
+        AS v (thread_id, checkpoint_ns, channel, version, type, blob)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM checkpoint_blobs b
+        WHERE b.thread_id = v.thread_id AND b.checkpoint_ns = v.checkpoint_ns
+            AND b.channel = v.channel AND b.version = v.version
+    )
+"""
+UPSERT_CHECKPOINT_SQL = """
+    WITH v (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+        AS (VALUES (%s, %s, %s, %s, %s::jsonb, %s::jsonb)),
+    updated AS (
+        UPDATE checkpoints c SET checkpoint = v.checkpoint, metadata = v.metadata FROM v
+        WHERE c.thread_id = v.thread_id AND c.checkpoint_ns = v.checkpoint_ns
+            AND c.checkpoint_id = v.checkpoint_id
+        RETURNING 1
+    )
+    INSERT INTO checkpoints
+        (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+    SELECT * FROM v WHERE NOT EXISTS (SELECT 1 FROM updated)
+"""
+INSERT_WRITE_SQL = """
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    SELECT * FROM (VALUES (%s, %s, %s, %s, %s, %s::integer, %s, %s, %s::bytea))
+        AS v (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM checkpoint_writes w
+        WHERE w.thread_id = v.thread_id AND w.checkpoint_ns = v.checkpoint_ns
+            AND w.checkpoint_id = v.checkpoint_id AND w.task_id = v.task_id AND w.idx = v.idx
+    )
+"""
+
+#: ``pg_advisory_lock`` key held around the saver's setup (any constant unique to this purpose).
+SETUP_LOCK_KEY = 0x546B_436B_7074  # "TkCkpt"
 
 #: When each checkpointer connection went back to its pool (for ``check_pooled``).
 _RETURNED: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
@@ -67,9 +117,36 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
     SELECT_SQL = checkpoint_delta.SELECT_SQL
 
     def __init__(self, conn: Any, *, acquire_timeout: float) -> None:
-        super().__init__(conn)
+        super().__init__(conn, serde=checkpoint_codec.CompressingSerializer())
         self.acquire_timeout = acquire_timeout
         self.lineage = checkpoint_delta.Lineage()
+
+    MIGRATIONS = MIGRATIONS
+
+    async def setup(self) -> None:
+        """Upstream's ``setup`` (apply the migrations past the recorded version) under a
+        session-level advisory lock, on one connection: upstream takes no lock, and two processes
+        starting at once both applied the same migration and one failed on
+        ``checkpoint_migrations``' primary key."""
+        async with self._cursor() as cur:
+            await cur.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+            try:
+                await cur.execute(self.MIGRATIONS[0])
+                row = await (
+                    await cur.execute("SELECT max(v) AS v FROM checkpoint_migrations")
+                ).fetchone()
+                done = -1 if row is None or row["v"] is None else int(row["v"])
+                for v in range(done + 1, len(self.MIGRATIONS)):
+                    await cur.execute(self.MIGRATIONS[v])
+                    await cur.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (v,))
+            finally:
+                if not cur.connection.broken:
+                    await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Short versions (app/db/checkpoint_codec.py): ~50 -> 2-4 characters, each checkpoint
+        row holds several."""
+        return checkpoint_codec.next_version(current)
 
     def _load_blobs(self, blob_values: Any) -> dict[str, Any]:
         return checkpoint_delta.load_blobs(self.serde, blob_values)
@@ -101,20 +178,20 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         rows, written = await asyncio.to_thread(
             self._dump_changed, thread_id, checkpoint_ns, checkpoint["id"], blobs, changed, bases
         )
-        async with self._cursor(pipeline=True) as cur:
-            if rows:
-                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, rows)
-            await cur.execute(
-                self.UPSERT_CHECKPOINTS_SQL,
-                (
-                    thread_id,
-                    checkpoint_ns,
-                    checkpoint["id"],
-                    parent_id,
-                    Jsonb(row),
-                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
-                ),
-            )
+        checkpoint_row = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            parent_id,
+            Jsonb(row),
+            Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+        )
+        await self._write(
+            [
+                (INSERT_BLOB_SQL, self.UPSERT_CHECKPOINT_BLOBS_SQL, rows),
+                (UPSERT_CHECKPOINT_SQL, self.UPSERT_CHECKPOINTS_SQL, [checkpoint_row]),
+            ]
+        )
         self._remember(thread_id, checkpoint_ns, parent_id, checkpoint["id"], written)
         return {
             "configurable": {
@@ -123,6 +200,44 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
                 "checkpoint_id": checkpoint["id"],
             }
         }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Upstream's ``aput_writes``, its plain inserts without a speculative insertion."""
+        if all(w[0] in WRITES_IDX_MAP for w in writes):  # upstream's upsert: rare, kept as is
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        configurable = config["configurable"]
+        params = await asyncio.to_thread(
+            self._dump_writes,
+            configurable["thread_id"],
+            configurable["checkpoint_ns"],
+            configurable["checkpoint_id"],
+            task_id,
+            task_path,
+            writes,
+        )
+        await self._write([(INSERT_WRITE_SQL, self.INSERT_CHECKPOINT_WRITES_SQL, params)])
+
+    async def _write(self, statements: list[tuple[str, str, Sequence[Sequence[Any]]]]) -> None:
+        """``(statement, upstream's statement, rows)`` in one pipeline (one implicit
+        transaction); on a unique violation (a concurrent writer of the same key) all again with
+        upstream's ``ON CONFLICT`` statements."""
+        try:
+            async with self._cursor(pipeline=True) as cur:
+                for sql, _, rows in statements:
+                    if rows:
+                        await cur.executemany(sql, rows)
+        except UniqueViolation:
+            async with self._cursor(pipeline=True) as cur:
+                for _, upstream, rows in statements:
+                    if rows:
+                        await cur.executemany(upstream, rows)
 
     def _dump_changed(
         self,
@@ -140,7 +255,7 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         for channel, version in changed.items():
             value = blobs.get(channel)
             if channel in checkpoint_delta.DELTA_CHANNELS and isinstance(value, list):
-                digests = checkpoint_delta.item_digests(self.serde, value)
+                digests = checkpoint_delta.item_digests(checkpoint_codec.plain(self.serde), value)
                 kind, data, depth = checkpoint_delta.dump_list(
                     self.serde, value, digests, bases[channel]
                 )

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import TERMINAL_RUN_STATUSES, AgentRun, RunEvent
@@ -53,17 +53,18 @@ class RunEventRepository:
         """Delete up to ``limit`` events of runs that ended more than ``older_than_seconds`` ago
         (completed, failed or cancelled; interrupted runs can still resume and keep theirs)."""
         finished = (
-            select(RunEvent.id)
+            select(RunEvent.run_id, RunEvent.id)
             .join(AgentRun, AgentRun.id == RunEvent.run_id)
             .where(
                 AgentRun.status.in_(TERMINAL_RUN_STATUSES),
                 AgentRun.finished_at < func.now() - timedelta(seconds=older_than_seconds),
             )
             .limit(limit)
-            .scalar_subquery()
         )
         result = await self.session.execute(
-            delete(RunEvent).where(RunEvent.id.in_(finished)).returning(RunEvent.id)
+            delete(RunEvent)
+            .where(tuple_(RunEvent.run_id, RunEvent.id).in_(finished))
+            .returning(RunEvent.id)
         )
         return len(result.all())
 

@@ -105,6 +105,18 @@ SELECT EXISTS (SELECT 1 FROM lease) AS leased,
 """
 )
 
+# A step with nothing to write (``check_lease``) only asks whether the lease is held, locking
+# nothing: a row lock is a WAL record (two per check), and a lock held by a statement that writes
+# nothing guards no write; a later write takes the locks and checks the lease again.
+_LEASE = text(
+    """-- run lease check
+SELECT EXISTS (
+    SELECT 1 FROM agent_runs
+    WHERE id = :run_id AND lease_holder = :holder AND status = 'running'
+) AS leased
+"""
+)
+
 
 @dataclass(frozen=True, slots=True)
 class StepMessage:
@@ -149,6 +161,9 @@ class RunStepRepository:
     ) -> StepResult:
         """Messages (idempotent on ``lc_id``), their usage and events, ``events`` (``(type,
         data)`` rows) before them, under the run's lease; nothing at all when it is not held."""
+        if not messages and not events:
+            found = await self.conn.execute(_LEASE, {"run_id": run_id, "holder": holder})
+            return StepResult(leased=bool(found.scalar()), stored=0)
         payload = [
             {
                 "id": str(m.id),

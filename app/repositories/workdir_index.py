@@ -7,6 +7,7 @@ its own), so the index matches exactly what the passage scorer of ``search_workd
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,6 +24,8 @@ from app.db.models import WorkdirIndexEntry
 MAX_TERM_CHARS = 200
 #: Bytes of lexemes kept per original (a tsvector is limited to 1 MB).
 MAX_TERMS_BYTES = 512 * 1024
+#: Rows per multi-row INSERT (one JSON parameter; bounds the statement's size).
+INSERT_ROWS = 1000
 
 _T: Table = WorkdirIndexEntry.__table__  # type: ignore[assignment]
 
@@ -39,6 +42,28 @@ _CANDIDATES = text(
     LIMIT :limit
     """
 ).bindparams(bindparam("words", type_=ARRAY(Text)))
+
+
+#: The rows of a batch as one JSON parameter, inserted in their order (ids ascending, as one
+#: INSERT each would number them). One statement text whatever the batch size: compiled once
+#: (a VALUES list of N rows is a new statement per N, compiled every time: ~8 ms for 24 rows).
+_ADD_MANY = text(
+    """
+    INSERT INTO workdir_index (thread_key, path, sha256, entry, tsv)
+    SELECT :thread_key, r.path, r.sha256, r.entry,
+           array_to_tsvector(ARRAY(SELECT jsonb_array_elements_text(r.terms)))
+    FROM ROWS FROM (
+        jsonb_to_recordset(CAST(:rows AS jsonb))
+            AS (path text, sha256 text, entry jsonb, terms jsonb)
+    ) WITH ORDINALITY AS r(path, sha256, entry, terms, n)
+    ORDER BY r.n
+    ON CONFLICT (thread_key, path) DO NOTHING
+    RETURNING id
+    """
+)
+
+#: One row of ``add_many``: (path, sha256, entry, lexemes).
+IndexRow = tuple[str, str, dict[str, Any], list[str]]
 
 
 def lexemes(terms: Iterable[str]) -> list[str]:
@@ -80,6 +105,22 @@ class WorkdirIndexRepository:
             .returning(_T.c.id)
         )
         return (await self.session.execute(stmt)).first() is not None
+
+    async def add_many(self, thread_key: str, rows: Sequence[IndexRow]) -> int:
+        """One multi-row INSERT (``_ADD_MANY``) per ``INSERT_ROWS`` rows; returns how many were
+        new (a path the thread already indexes is kept as it was). The caller's transaction
+        holds them all."""
+        added = 0
+        for start in range(0, len(rows), INSERT_ROWS):
+            batch = [
+                {"path": path, "sha256": sha256, "entry": entry, "terms": terms}
+                for path, sha256, entry, terms in rows[start : start + INSERT_ROWS]
+            ]
+            result = await self.session.execute(
+                _ADD_MANY, {"thread_key": thread_key, "rows": json.dumps(batch)}
+            )
+            added += len(result.all())
+        return added
 
     async def candidates(
         self, thread_key: str, words: Sequence[str], limit: int

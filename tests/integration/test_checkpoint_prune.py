@@ -23,6 +23,7 @@ from langgraph.graph.message import add_messages
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.checkpoint_delta import MAX_DEPTH
 from app.db.checkpointer import BoundedPostgresSaver
 from app.db.urls import libpq_url
 
@@ -242,3 +243,23 @@ async def test_a_prune_broken_mid_statement_changes_nothing(
     assert len(state.values["messages"]) == 6
     await ours.aprune(["t-broken"])  # and a later prune completes
     assert len((await _rows(pool, "t-broken"))["checkpoints"]) == 1
+
+
+async def test_a_prune_after_every_turn_keeps_only_the_heads_chain(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    """The worker prunes after every turn. A version that was on the head's delta chain when its
+    checkpoint was deleted, and falls off the chain once a whole version starts a new one, must
+    go then: no checkpoint names it any more (it once leaked, one blob per step, forever)."""
+    saver = BoundedPostgresSaver(pool, acquire_timeout=5)
+    graph = _graph(saver)
+    turns = MAX_DEPTH  # three message versions a turn: the chain restarts about three times
+    for i in range(turns):
+        await _history(graph, "t-long", 1, first=i)
+        await saver.aprune(["t-long"], strategy="keep_latest")
+        assert await _off_chain_blobs(pool, "t-long") == 0, f"turn {i}"
+    blobs = {b["channel"]: b["n"] for b in (await _rows(pool, "t-long"))["blobs"]}
+    assert blobs["messages"] <= MAX_DEPTH + 1
+    state = await graph.aget_state({"configurable": {"thread_id": "t-long"}})
+    assert len(state.values["messages"]) == 3 * turns
+    assert [m.content for m in state.values["messages"]][:3] == ["q0", "answer 1", "tool said"]

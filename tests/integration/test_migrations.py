@@ -106,3 +106,50 @@ def test_dropping_archived_is_reversible(database_url: str) -> None:
         upgrade_head(url)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             assert "archived" not in columns(conn)
+
+
+def _run_events_keys(url: str) -> tuple[list[str], set[str]]:
+    """The primary key's columns in order, and the table's index names."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        pk = conn.execute(
+            "SELECT a.attname FROM pg_index i"
+            " JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true"
+            " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+            " WHERE i.indrelid = 'run_events'::regclass AND i.indisprimary ORDER BY k.n"
+        ).fetchall()
+        names = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'run_events'"
+        ).fetchall()
+    return [r[0] for r in pk], {r[0] for r in names}
+
+
+def test_run_events_primary_key_leads_with_the_run_and_downgrades(database_url: str) -> None:
+    """0009: the primary key ``(run_id, id)`` replaces the separate ``(run_id, id)`` index."""
+    with fresh_database(database_url) as url:
+        upgrade_head(url)
+        assert _run_events_keys(url) == (["run_id", "id"], {"pk_run_events"})
+        command.downgrade(alembic_config(url), "0008_i23_wal")
+        assert _run_events_keys(url) == (["id"], {"pk_run_events", "ix_run_events_run_id_id"})
+        upgrade_head(url)
+        assert _run_events_keys(url)[0] == ["run_id", "id"]
+
+
+def _fillfactors(url: str) -> dict[str, list[str] | None]:
+    with psycopg.connect(libpq_url(url)) as conn:
+        rows = conn.execute(
+            "SELECT relname, reloptions FROM pg_class"
+            " WHERE relname IN ('conversations', 'agent_runs') AND relkind = 'r'"
+        ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def test_step_updated_tables_keep_room_for_hot_updates_and_downgrade(database_url: str) -> None:
+    """0010: fillfactor 80 on the tables each graph step updates; downgrade resets it."""
+    with fresh_database(database_url) as url:
+        upgrade_head(url)
+        assert _fillfactors(url) == {
+            "conversations": ["fillfactor=80"],
+            "agent_runs": ["fillfactor=80"],
+        }
+        command.downgrade(alembic_config(url), "0009_i23_wal_run_events")
+        assert _fillfactors(url) == {"conversations": None, "agent_runs": None}

@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from app.agents.tokens import TokenCounter
 from app.agents.workdir import (
     INDEX_PATH,
     PgIndex,
+    PutItem,
+    PutOutcome,
     StoredObject,
     Workdir,
     WorkdirIntegrityError,
@@ -60,6 +62,10 @@ class CountingStore:
     async def put(self, key: str, data: bytes, sha256: str) -> None:
         self.put_bytes.append((key, len(data)))
         await self.inner.put(key, data, sha256)
+
+    async def put_many(self, items: Sequence[PutItem]) -> list[PutOutcome]:
+        self.put_bytes.extend((key, len(data)) for key, data, _ in items)
+        return await self.inner.put_many(items)
 
     async def open(self, key: str) -> tuple[StoredObject, AsyncIterator[bytes]]:
         self.opened[key] += 1

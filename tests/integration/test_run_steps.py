@@ -180,3 +180,24 @@ async def test_a_step_killed_mid_statement_leaves_nothing_and_goes_again(
     messages, events = await stored(sessions, run_id)
     assert [m.lc_id for m in messages] == ["ai-1"]
     assert [e.type for e in events] == ["message"]
+
+
+async def test_a_lease_check_locks_nothing(engine: AsyncEngine) -> None:
+    """A step with nothing to write only reads the lease: it neither waits for the thread's or
+    the run's row lock (held here by another transaction) nor takes one (a WAL record each)."""
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    tid = await thread_of(sessions, run_id)
+    ledger = RunLedger(sessions, HOLDER, 30)  # a locking check would wait up to 30 s
+    async with sessions() as session, session.begin():
+        await session.execute(
+            select(Conversation.id).where(Conversation.id == tid).with_for_update()
+        )
+        await session.execute(select(AgentRun.id).where(AgentRun.id == run_id).with_for_update())
+        await asyncio.wait_for(ledger.check_lease(tid, run_id), 5)
+    async with sessions() as session, session.begin():
+        await session.execute(
+            update(AgentRun).where(AgentRun.id == run_id).values(lease_holder="x")
+        )
+    with pytest.raises(LeaseLost):
+        await ledger.check_lease(tid, run_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Protocol
@@ -57,6 +57,22 @@ class OffloadRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolResultText:
+    """One tool result to offload in a batch (``Workdir.write_tool_results``)."""
+
+    tool_call_id: str
+    text: str
+    #: Extra fields of its index entry (tool, args, ids...); ``None``: not indexed.
+    index: Mapping[str, object] | None = None
+
+
+#: One object of a batched put: (key, bytes, SHA-256 hex).
+PutItem = tuple[str, bytes, str]
+#: What ``put_many`` says of one item: ``None`` (durably stored) or why it was not.
+PutOutcome = WorkdirError | WorkdirPathError | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredObject:
     key: str
     size: int
@@ -75,6 +91,12 @@ class WorkdirStore(Protocol):
     async def head(self, key: str) -> StoredObject | None: ...
 
     async def put(self, key: str, data: bytes, sha256: str) -> None: ...
+
+    async def put_many(self, items: Sequence[PutItem]) -> list[PutOutcome]:
+        """Store several objects, each atomically; one outcome per item, in order: ``None``
+        when that object is durably stored, else its error (the others are unaffected).
+        Cheaper than one ``put`` per item (shared fsyncs, concurrent requests)."""
+        ...
 
     async def open(self, key: str) -> tuple[StoredObject, AsyncIterator[bytes]]:
         """Metadata (before any byte is sent) and the body as chunks."""

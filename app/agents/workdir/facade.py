@@ -4,11 +4,13 @@ Semantics, identical on every backend: a put is atomic (a reader never sees half
 SHA-256 is stored with the object and verified on every read (a mismatch is an error, never
 served as the original), and every key is confined to the thread's own folder. The thread's
 index of offloaded originals lives beside the store (``index.py``: PostgreSQL in a deployment),
-appended once per original; ``index.jsonl`` is its rendering, not a stored object.
+appended once per original; ``index.jsonl`` is its rendering, not a stored object. A batch of
+originals (``write_tool_results``) is one ``put_many`` and one index transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import hashlib
@@ -23,6 +25,8 @@ from app.agents.workdir.base import (
     INDEX_PATH,
     TOOL_RESULTS_DIR,
     OffloadRecord,
+    PutItem,
+    ToolResultText,
     WorkdirError,
     WorkdirIntegrityError,
     WorkdirNotFoundError,
@@ -32,7 +36,7 @@ from app.agents.workdir.base import (
     safe_name,
 )
 from app.agents.workdir.base import thread_key as _thread_key
-from app.agents.workdir.index import MemoryIndex, WorkdirIndex
+from app.agents.workdir.index import IndexItem, MemoryIndex, WorkdirIndex
 from app.agents.workdir.local import LocalStore
 
 
@@ -128,6 +132,86 @@ class Workdir:
             )
         return record
 
+    async def write_tool_results(
+        self, thread_id: str, results: Sequence[ToolResultText]
+    ) -> list[OffloadRecord | WorkdirError | WorkdirPathError]:
+        """``write_tool_result`` for a batch: one outcome per result, in order, each a record
+        (its original durably stored and, when it has ``index`` fields, indexed) or the error
+        that kept it from being one. One ``put_many`` for the originals not yet stored, then
+        one index transaction for the stored ones.
+
+        Per result, a failed write fails only that result. The index transaction is all or
+        nothing: when it fails, every result with index fields fails with
+        ``WorkdirIndexError`` (their stored files are kept; a retry indexes them)."""
+        thread = self.thread_key(thread_id)
+        planned = await self._plan_batch(thread_id, results)
+        writes: dict[str, PutItem] = {}
+        for record, data, _ in planned:
+            if not record.existed:
+                writes.setdefault(record.key, (record.key, data, record.sha256))
+        stored = dict(zip(writes, await self.store.put_many(list(writes.values())), strict=True))
+        outcomes: list[OffloadRecord | WorkdirError | WorkdirPathError] = []
+        rows: dict[str, IndexItem] = {}  # one entry per path, the first result's (as ``add``)
+        indexed: list[int] = []
+        for i, (result, (record, _, text)) in enumerate(zip(results, planned, strict=True)):
+            error = stored.get(record.key)
+            outcomes.append(error or record)
+            if error is None and result.index is not None:
+                entry = {
+                    "path": record.path,
+                    "tool_call_id": result.tool_call_id,
+                    "sha256": record.sha256,
+                    "chars": record.chars,
+                    **result.index,
+                }
+                if record.path not in rows:
+                    rows[record.path] = (record.path, record.sha256, entry, terms(text))
+                indexed.append(i)
+        if rows:
+            try:
+                await self.index.add_many(thread, list(rows.values()))
+            except WorkdirError as exc:
+                for i in indexed:
+                    outcomes[i] = exc
+        return outcomes
+
+    async def _plan_batch(
+        self, thread_id: str, results: Sequence[ToolResultText]
+    ) -> list[tuple[OffloadRecord, bytes, str]]:
+        """(record, bytes, stored text) of each result: where it goes and whether it is stored already, as ``_store_tool_result``
+        decides it (one ``head`` per name, concurrently); a name a result of this batch takes
+        is held by it for the results after it."""
+        texts = [storable_text(r.text) for r in results]
+        plain = [tool_result_path(r.tool_call_id) for r in results]
+        names = list(dict.fromkeys(plain))
+        found = await asyncio.gather(*(self._stored_sha(thread_id, n) for n in names))
+        held = dict(zip(names, found, strict=True))
+        before = dict(held)  # what was stored before this batch
+        planned: list[tuple[OffloadRecord, bytes, str]] = []
+        for result, text, relpath in zip(results, texts, plain, strict=True):
+            data = text.encode("utf-8")
+            digest = hashlib.sha256(data).hexdigest()
+            if held[relpath] is not None and held[relpath] != digest:
+                # A provider reused the tool-call id: never replace an original a preview names.
+                relpath = f"{TOOL_RESULTS_DIR}/{safe_name(result.tool_call_id)}-{digest[:16]}.txt"
+                if relpath not in held:
+                    held[relpath] = before[relpath] = await self._stored_sha(thread_id, relpath)
+            record = self._record(thread_id, relpath, text, data, digest, result.tool_call_id)
+            if before[relpath] == digest:  # already stored, byte for byte
+                record = dataclasses.replace(record, existed=True)
+            held[relpath] = digest
+            planned.append((record, data, text))
+        return planned
+
+    def expected_record(self, thread_id: str, tool_call_id: str, text: str) -> OffloadRecord:
+        """The record ``write_tool_result(s)`` returns for ``text`` unless another original
+        already holds the tool-call id's name (no I/O: a preview can be sized before writing)."""
+        text = storable_text(text)
+        data = text.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        relpath = tool_result_path(tool_call_id)
+        return self._record(thread_id, relpath, text, data, digest, tool_call_id)
+
     async def read_index(self, thread_id: str) -> list[dict[str, object]]:
         """The thread's index entries, oldest first ([] when nothing was offloaded yet)."""
         return list(await self.index.entries(self.thread_key(thread_id)))
@@ -184,7 +268,7 @@ class Workdir:
     ) -> OffloadRecord:
         data = text.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
-        relpath = f"{TOOL_RESULTS_DIR}/{safe_name(tool_call_id)}.txt"
+        relpath = tool_result_path(tool_call_id)
         existing = await self._stored_sha(thread_id, relpath)
         if existing is not None and existing != digest:
             # A provider reused the tool-call id: never replace an original a preview names.
@@ -280,6 +364,11 @@ class Workdir:
     async def delete_thread(self, thread_id: str) -> None:
         await self.store.delete_prefix(self.thread_key(thread_id) + "/")
         await self.index.delete_thread(self.thread_key(thread_id))
+
+
+def tool_result_path(tool_call_id: str) -> str:
+    """Where a tool result's original goes, relative to the thread folder."""
+    return f"{TOOL_RESULTS_DIR}/{safe_name(tool_call_id)}.txt"
 
 
 async def _one(data: bytes) -> AsyncIterator[bytes]:

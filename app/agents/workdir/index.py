@@ -1,8 +1,8 @@
 """The thread's recall index behind the Workdir: one entry per offloaded original, added once.
 
 ``PgIndex`` (the deployment's, every backend) keeps it in PostgreSQL (``workdir_index``,
-``app.repositories.workdir_index``): appended with one INSERT per original, searched through a
-GIN index, so neither an offload nor a search reads the thread's history. ``MemoryIndex`` is
+``app.repositories.workdir_index``): appended with one INSERT per original (one transaction and
+one multi-row INSERT per batch of originals), searched through a GIN index, so neither an offload nor a search reads the thread's history. ``MemoryIndex`` is
 the same contract in process memory, for a Workdir built without a database (unit tests, the
 offline compression benchmark); it does not survive the process.
 
@@ -20,7 +20,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.workdir.base import WorkdirError
-from app.repositories.workdir_index import WorkdirIndexRepository, lexemes
+from app.repositories.workdir_index import IndexRow, WorkdirIndexRepository, lexemes
+
+#: One entry of a batch: (path, sha256, entry, terms).
+IndexItem = tuple[str, str, dict[str, Any], set[str]]
 
 
 class WorkdirIndexError(WorkdirError):
@@ -33,6 +36,10 @@ class WorkdirIndex(Protocol):
     ) -> None:
         """Append the entry unless the thread already indexes ``path``; raise
         ``WorkdirIndexError`` when it cannot be stored."""
+
+    async def add_many(self, thread_key: str, items: Sequence[IndexItem]) -> None:
+        """``add`` for each item, all or none (one transaction): ``WorkdirIndexError`` means
+        none of them was stored."""
 
     async def candidates(
         self, thread_key: str, words: Sequence[str], limit: int
@@ -63,6 +70,18 @@ class PgIndex:
                 )
         except (SQLAlchemyError, OSError) as exc:
             raise WorkdirIndexError(f"cannot index {path}: {type(exc).__name__}") from exc
+
+    async def add_many(self, thread_key: str, items: Sequence[IndexItem]) -> None:
+        if not items:
+            return
+        rows: list[IndexRow] = [(p, s, e, lexemes(t)) for p, s, e, t in items]
+        try:
+            async with self.sessions() as session, session.begin():
+                await WorkdirIndexRepository(session).add_many(thread_key, rows)
+        except (SQLAlchemyError, OSError) as exc:
+            raise WorkdirIndexError(
+                f"cannot index {len(rows)} originals: {type(exc).__name__}"
+            ) from exc
 
     # Reads let a database error propagate: a lost connection is the worker's to retry.
     async def candidates(
@@ -103,6 +122,10 @@ class MemoryIndex:
         self._threads.setdefault(thread_key, {}).setdefault(
             path, (dict(entry), frozenset(lexemes(terms)))
         )
+
+    async def add_many(self, thread_key: str, items: Sequence[IndexItem]) -> None:
+        for path, sha256, entry, terms in items:
+            await self.add(thread_key, path, sha256, entry, terms)
 
     async def candidates(
         self, thread_key: str, words: Sequence[str], limit: int

@@ -9,17 +9,27 @@ object as user metadata (``x-amz-meta-sha256``) and is checked by the facade on 
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
 import obstore
 from obstore.store import S3Store as _ObstoreS3
 
-from app.agents.workdir.base import CHUNK_BYTES, StoredObject, WorkdirError, WorkdirNotFoundError
+from app.agents.workdir.base import (
+    CHUNK_BYTES,
+    PutItem,
+    PutOutcome,
+    StoredObject,
+    WorkdirError,
+    WorkdirNotFoundError,
+)
 
 SHA_ATTRIBUTE = "sha256"
+#: PUTs of one batch in flight at once (each is a whole object: the batch costs ~ its slowest).
+PUT_CONCURRENCY = 16
 #: Where obstore looks for a custom endpoint (MinIO, Ceph...); unset: AWS itself.
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 
@@ -86,6 +96,21 @@ class S3Store:
             )
         except Exception as exc:
             raise WorkdirError(f"cannot write {key}: {_short(exc)}") from exc
+
+    async def put_many(self, items: Sequence[PutItem]) -> list[PutOutcome]:
+        """Concurrent PUTs (bounded); each object is atomic on its own, so one failed PUT
+        leaves only that item unstored."""
+        gate = asyncio.Semaphore(PUT_CONCURRENCY)
+
+        async def one(key: str, data: bytes, sha256: str) -> PutOutcome:
+            async with gate:
+                try:
+                    await self.put(key, data, sha256)
+                except WorkdirError as exc:
+                    return exc
+                return None
+
+        return list(await asyncio.gather(*(one(*item) for item in items)))
 
     async def open(self, key: str) -> tuple[StoredObject, AsyncIterator[bytes]]:
         try:

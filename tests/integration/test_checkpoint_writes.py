@@ -1,0 +1,110 @@
+"""The saver's inserts without a speculative insertion (app/db/checkpointer.py): upstream's
+outcome, including a re-put of the same checkpoint and a writer racing on the same key."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from app.db.checkpointer import BoundedPostgresSaver
+from app.db.urls import libpq_url
+
+pytestmark = pytest.mark.integration
+THREAD = "t-writes"
+
+
+@pytest.fixture
+async def saver(clean_db: str) -> AsyncIterator[BoundedPostgresSaver]:
+    async with AsyncConnectionPool(
+        libpq_url(clean_db),
+        min_size=1,
+        max_size=4,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=False,
+    ) as pool:
+        made = BoundedPostgresSaver(pool, acquire_timeout=5)
+        await made.setup()
+        yield made
+
+
+def _config(checkpoint_id: str | None = None) -> Any:
+    return {
+        "configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+    }
+
+
+async def _put(saver: BoundedPostgresSaver, text: str, step: int, version: str) -> str:
+    checkpoint: Any = dict(empty_checkpoint())
+    checkpoint["id"] = "1ef00000-0000-6000-8000-000000000001"
+    checkpoint["channel_values"] = {"messages": [HumanMessage(text, id="h")]}
+    checkpoint["channel_versions"] = {"messages": version}
+    await saver.aput(_config(), checkpoint, {"step": step}, {"messages": version})  # type: ignore[typeddict-item]
+    return str(checkpoint["id"])
+
+
+async def test_a_put_again_updates_the_checkpoint_and_keeps_the_first_blob(
+    saver: BoundedPostgresSaver,
+) -> None:
+    checkpoint_id = await _put(saver, "first", 1, "a1")
+    await _put(saver, "second", 2, "a1")  # same id, same version: row updated, blob kept
+    got = await saver.aget_tuple(_config(checkpoint_id))
+    assert got is not None
+    assert got.metadata["step"] == 2
+    assert [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["first"]
+
+
+async def test_writes_put_twice_are_stored_once(saver: BoundedPostgresSaver, clean_db: str) -> None:
+    checkpoint_id = await _put(saver, "q", 1, "a1")
+    writes = [("messages", [AIMessage("a", id="a")]), ("other", 1)]
+    await saver.aput_writes(_config(checkpoint_id), writes, "task-1")
+    await saver.aput_writes(_config(checkpoint_id), writes, "task-1")
+    got = await saver.aget_tuple(_config(checkpoint_id))
+    assert got is not None
+    assert [(t, c) for t, c, _ in got.pending_writes] == [
+        ("task-1", "messages"),
+        ("task-1", "other"),
+    ]
+    with psycopg.connect(libpq_url(clean_db)) as conn:
+        cur = conn.execute("SELECT count(*) FROM checkpoint_writes WHERE thread_id = %s", (THREAD,))
+        assert cur.fetchone() == (2,)
+
+
+async def test_a_racing_writer_of_the_same_blob_falls_back_to_upstreams_insert(
+    saver: BoundedPostgresSaver, clean_db: str
+) -> None:
+    """Another transaction inserts the same blob key, uncommitted: the saver's NOT EXISTS does
+    not see it, its insert waits on the key, then fails on it when that commits; the write is
+    redone with ON CONFLICT DO NOTHING and the checkpoint is stored."""
+    async with await psycopg.AsyncConnection.connect(libpq_url(clean_db)) as other:
+        await other.execute(
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+            "VALUES (%s, '', 'messages', 'a1', 'empty', NULL)",
+            (THREAD,),
+        )
+        put = asyncio.create_task(_put(saver, "q", 1, "a1"))
+        for _ in range(200):
+            await other.execute("SELECT pg_stat_clear_snapshot()")  # read once per transaction
+            cur = await other.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] >= 1:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the saver's insert did not wait on the uncommitted key")
+        await other.commit()
+        checkpoint_id = await asyncio.wait_for(put, 30)
+    got = await saver.aget_tuple(_config(checkpoint_id))
+    assert got is not None
+    assert got.metadata["step"] == 1
+    assert "messages" not in got.checkpoint["channel_values"]  # the racer's blob ("empty") won

@@ -1,0 +1,210 @@
+"""A run's start, its finish and the claim of a run handed back are ONE statement each
+(app/repositories/run_leases.py): the transaction boundaries a crash can fall on. The connection
+is killed while each statement waits (its ``run_events`` insert blocked by a table lock), as a
+crash of the worker or of its database connection at that point would: nothing of the statement
+is stored, and the statement run again does its whole work once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.models import (
+    AgentRun,
+    AgentRunRequest,
+    Conversation,
+    RequestStatus,
+    RunEvent,
+    RunStatus,
+)
+from app.db.session import create_engine, create_session_factory
+from app.db.urls import libpq_url
+from app.repositories.run_leases import RunLeaseStatements
+from app.repositories.runs import RunRepository
+from app.worker.errors import CANCELLED
+from tests.integration.test_run_transitions import HOLDER, Sessions, started
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(clean_db)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def _waiting(url: str, marker: str) -> int | None:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE %s",
+            (f"%{marker}%",),
+        ).fetchone()
+    return int(row[0]) if row else None
+
+
+async def kill_while_waiting(url: str, marker: str, statement: Awaitable[Any]) -> None:
+    """Run ``statement`` while ``run_events`` is locked, kill its backend once it waits on the
+    lock, and require that it failed."""
+    blocker = await asyncio.to_thread(psycopg.connect, libpq_url(url))
+    try:
+        blocker.execute("LOCK TABLE run_events IN SHARE MODE")
+        task = asyncio.ensure_future(statement)
+        pid = None
+        async with asyncio.timeout(60):
+            while pid is None:
+                pid = await asyncio.to_thread(_waiting, url, marker)
+                await asyncio.sleep(0.05)
+        with psycopg.connect(libpq_url(url), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(Exception):  # noqa: B017 - the driver's connection error
+            await task
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+
+async def queued(sessions: Sessions) -> tuple[uuid.UUID, uuid.UUID]:
+    """A thread with one queued request."""
+    async with sessions() as session, session.begin():
+        conv = Conversation(id=uuid.uuid4(), owner_id="alice")
+        session.add(conv)
+        await session.flush()
+        request = AgentRunRequest(
+            id=uuid.uuid4(),
+            thread_id=conv.id,
+            seq=1,
+            payload={"content": "hi", "lc_id": "h1"},
+            status=RequestStatus.QUEUED,
+        )
+        session.add(request)
+    return conv.id, request.id
+
+
+async def in_transaction(
+    engine: AsyncEngine, work: Callable[[RunLeaseStatements], Awaitable[Any]]
+) -> Any:
+    """As the claim runs the start: in its transaction."""
+    async with engine.connect() as conn, conn.begin():
+        return await work(RunLeaseStatements(conn))
+
+
+async def autocommit(
+    engine: AsyncEngine, work: Callable[[RunLeaseStatements], Awaitable[Any]]
+) -> Any:
+    """As the worker runs the finish: one statement in autocommit."""
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        return await work(RunLeaseStatements(conn))
+
+
+async def test_a_start_killed_mid_statement_leaves_the_request_queued(
+    engine: AsyncEngine, clean_db: str
+) -> None:
+    sessions = create_session_factory(engine)
+    thread_id, request_id = await queued(sessions)
+
+    def start(leases: RunLeaseStatements) -> Awaitable[Any]:
+        return leases.start_head(thread_id, HOLDER, 30)
+
+    await kill_while_waiting(clean_db, "run start", in_transaction(engine, start))
+
+    async with sessions() as session:
+        request = await session.get(AgentRunRequest, request_id)
+        assert request is not None and request.status == RequestStatus.QUEUED
+        assert await session.scalar(select(func.count()).select_from(AgentRun)) == 0
+        assert await session.scalar(select(func.count()).select_from(RunEvent)) == 0
+
+    got = await in_transaction(engine, start)
+    assert got is not None and got.request_id == request_id
+    async with sessions() as session:
+        run = await session.get(AgentRun, got.run_id)
+        assert run is not None and run.status == RunStatus.RUNNING
+        assert run.lease_holder == HOLDER
+        request = await session.get(AgentRunRequest, request_id)
+        assert request is not None and request.status == RequestStatus.DISPATCHED
+        events = (await session.scalars(select(RunEvent.type))).all()
+        assert events == ["status"]
+    # Started once: the queue is empty now.
+    assert await in_transaction(engine, start) is None
+
+
+async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
+    engine: AsyncEngine, clean_db: str
+) -> None:
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    async with sessions() as session:
+        events_before = await session.scalar(
+            select(func.count()).select_from(RunEvent).where(RunEvent.run_id == run_id)
+        )
+
+    def finish(leases: RunLeaseStatements) -> Awaitable[Any]:
+        return leases.finish(run_id, HOLDER, RunStatus.COMPLETED, cancel_error=CANCELLED)
+
+    await kill_while_waiting(clean_db, "run finish", autocommit(engine, finish))
+
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None
+        assert (run.status, run.lease_holder, run.finished_at) == (RunStatus.RUNNING, HOLDER, None)
+        assert (
+            await session.scalar(
+                select(func.count()).select_from(RunEvent).where(RunEvent.run_id == run_id)
+            )
+            == events_before
+        )
+
+    assert await autocommit(engine, finish) == RunStatus.COMPLETED
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None and run.status == RunStatus.COMPLETED
+        assert run.lease_holder is None and run.finished_at is not None
+        finals = (
+            await session.scalars(
+                select(RunEvent.data).where(RunEvent.run_id == run_id, RunEvent.type == "status")
+            )
+        ).all()
+        assert [e["status"] for e in finals][-1] == "completed"
+        assert len(finals) == events_before + 1
+    # Finished once: the lease is gone, a second finish writes nothing.
+    assert await autocommit(engine, finish) is None
+
+
+async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back(
+    engine: AsyncEngine, clean_db: str
+) -> None:
+    sessions = create_session_factory(engine)
+    run_id = await started(sessions)
+    marker = {"threadkeeper_handoff": {"holder": "gone-worker", "human": None}}
+    async with sessions() as session, session.begin():
+        await RunRepository(session).release(run_id, marker)
+
+    def claim(leases: RunLeaseStatements) -> Awaitable[Any]:
+        return leases.claim_resumable("next-worker", 30)
+
+    await kill_while_waiting(clean_db, "run claim_resumable", autocommit(engine, claim))
+
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None
+        assert (run.lease_holder, run.resume_payload) == (None, marker)
+
+    got = await autocommit(engine, claim)
+    assert got is not None and got.run_id == run_id and got.payload == marker
+    async with sessions() as session:
+        run = await session.get(AgentRun, run_id)
+        assert run is not None
+        assert (run.lease_holder, run.resume_payload) == ("next-worker", None)
+    # Claimed once: nothing is handed back any more.
+    assert await autocommit(engine, claim) is None

@@ -1,0 +1,59 @@
+"""benchmarks/turns.py must keep working: a tiny thread-length run per knowledge-base mode prints
+a row per length with every column. Speed is not asserted here (it lives in the benchmark's
+output); the turn shape is: with a knowledge base that answers, every turn is ``query_kb`` and
+the answer (two model calls) at every length."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.benchmarks import run_benchmark
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+async def test_turns_benchmark_thread_length_rows(database_url: str) -> None:
+    text = await run_benchmark(
+        "turns.py",
+        *("--phases", "length", "--lengths", "3,6", "--window", "2", "--repeat", "1"),
+        *("--kb", "empty,answers"),
+        database_url=database_url,
+        timeout=600,
+    )
+    tables = text.split("thread length (one thread, deploy layout, knowledge base ")[1:]
+    assert [t.split(",", 1)[0] for t in tables] == ["empty", "answers"], text
+    for table in tables:
+        rows = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
+        assert [r[0] for r in rows] == ["3", "6"], text
+        # turns, latency, CPU, round trips, WAL KB, of it FPI KB, model calls: all measured
+        # (CPU is clock-tick coarse and full-page images come with PostgreSQL checkpoints:
+        # only >= 0).
+        for r in rows:
+            assert float(r[1]) > 0 and float(r[2]) >= 0 and int(r[3]) > 0, text
+            assert float(r[4]) > 0 and 0 <= float(r[5]) <= float(r[4]), text
+            assert int(r[6]) >= 2, text
+    answering = [line.split() for line in tables[1].splitlines() if line.strip()[:1].isdigit()]
+    assert [r[6] for r in answering] == ["2", "2"], text
+
+
+async def test_turns_benchmark_wal_by_relation(database_url: str) -> None:
+    """``--wal-by-relation``: per length, the relations the turns wrote (the checkpoint tables
+    among them), each with its record types, and a total."""
+    text = await run_benchmark(
+        "turns.py",
+        *("--phases", "length", "--lengths", "3", "--window", "2", "--repeat", "1"),
+        *("--kb", "answers", "--wal-by-relation"),
+        database_url=database_url,
+        timeout=600,
+    )
+    block = text.split("WAL by relation at 3 turns, knowledge base answers")[1]
+    lines = [line for line in block.splitlines()[1:] if line.strip()]
+    relations = {
+        line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1])
+        for line in lines
+        if line[2] != " "  # record types are indented further
+    }
+    assert relations.get("checkpoints", 0) > 0 and relations.get("checkpoint_blobs", 0) > 0, text
+    assert relations.get("messages", 0) > 0, text
+    assert relations["total"] >= sum(v for k, v in relations.items() if k != "total") - 1, text
+    assert any(line.split()[0] == "Heap/INSERT" for line in lines if line.startswith("      "))

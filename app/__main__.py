@@ -74,6 +74,7 @@ def _worker(args: argparse.Namespace) -> None:
     _require_database(settings)
     from app import telemetry
     from app.container import build_container
+    from app.heartbeat import BeatFile
 
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
     warn_unknown_settings()
@@ -98,7 +99,7 @@ def _worker(args: argparse.Namespace) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        container.worker.heartbeat_file = Path(settings.worker.worker_heartbeat_file)
+        container.worker.heartbeat = BeatFile(Path(settings.worker.worker_heartbeat_file))
         structlog.get_logger().info("worker_started", holder=container.worker.holder)
         await stop.wait()
         # Graceful: no new claims, running turns get drain_seconds, the rest are handed over.

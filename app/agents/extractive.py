@@ -47,6 +47,24 @@ from app.agents.tool_names import QUERY_KB, SEARCH_WORKDIR
 __all__ = ["ExtractiveChatModel"]
 
 MODEL_NAME = "extractive"
+#: The offline model streams phrases of at least this many characters (cut after whitespace),
+#: not words: each chunk costs a callback and a stream item (~30 us of CPU), and the worker
+#: coalesces deltas to ``delta_flush_chars`` (2,000 by default) before anyone sees them.
+DELTA_CHARS = 48
+
+
+def text_pieces(text: str, min_chars: int = DELTA_CHARS) -> list[str]:
+    """``text`` cut after whitespace into pieces of at least ``min_chars`` (the last may be
+    shorter); joined they are ``text``."""
+    pieces: list[str] = []
+    start = 0
+    for gap in re.finditer(r"\s+", text):
+        if gap.end() - start >= min_chars:
+            pieces.append(text[start : gap.end()])
+            start = gap.end()
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
 
 
 def _message_tokens(message: BaseMessage) -> int:
@@ -408,9 +426,8 @@ class ExtractiveChatModel(BaseChatModel):
         return self._generate(messages, stop, None, **kwargs)
 
     def _chunks(self, message: AIMessage) -> Iterator[ChatGenerationChunk]:
-        """Word-sized text deltas, one tool-call chunk per call, then usage on the last chunk."""
-        text = message.text
-        for piece in re.findall(r"\S+\s*|\s+", text):
+        """Phrase-sized text deltas, one tool-call chunk per call, then usage on the last chunk."""
+        for piece in text_pieces(message.text):
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
         for index, call in enumerate(message.tool_calls):
             yield ChatGenerationChunk(

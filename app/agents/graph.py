@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from app.agents.context import AgentContext
-from app.agents.middlewares.boundary import StorableOutputMiddleware, ToolResultGuardMiddleware
+from app.agents.middlewares.boundary import BoundaryMiddleware
 from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
 from app.agents.tools import tool_error_content
 
@@ -63,8 +63,7 @@ def build_agent_runtime(
     # Nearest the model and the tools (last = innermost): the request as finally sent has every
     # tool call answered, and what comes back is storable before the summary middleware, the
     # checkpoint or the worker see it.
-    middleware.append(ToolResultGuardMiddleware())
-    middleware.append(StorableOutputMiddleware())
+    middleware.append(BoundaryMiddleware())
     system_message = SystemMessage(content=system_prompt)
     graph = create_agent(
         model=model,

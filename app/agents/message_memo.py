@@ -6,12 +6,15 @@ call. Fingerprinting each message's content to find its cached count costs more 
 lookup, and that cost grew with the view on every call; this memo answers an unchanged object
 from a dict keyed by its ``id()``.
 
-A hit needs the same live object (held by a weak reference: the memo never keeps a message
-alive, and an entry leaves with its message) whose fields the value is computed from are equal
-to what they were: ``content`` (a str is kept as is, a block list as a deep copy), ``name``,
-``tool_call_id`` and, for AI messages, the tool calls (deep copies). Any change is a miss and the
-value is computed again; so is a fresh object with the same content (the caller's own cache,
-keyed by content, answers those).
+A hit needs the fields the value is computed from to be equal to what they were: ``content`` (a
+str is kept as is, a block list as a deep copy), ``name``, ``tool_call_id`` and, for AI messages,
+the tool calls (deep copies). Any change is a miss and the value is computed again. A message
+with an id is remembered by its type and id: each run reads the thread's history from its
+checkpoint as fresh objects, and remembering those by object cost a snapshot and a weak
+reference per history message on every turn; an equal message of the same id and type has the
+same value (``compute`` may read only those fields and the type). A message without an id is
+remembered per live object (held by a weak reference: the memo never keeps a message alive, and
+the entry leaves with its message).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ T = TypeVar("T")
 
 #: Live entries kept at most; past that the memo starts over (it is only a cache).
 DEFAULT_MAX_OBJECTS = 65_536
+#: Entries by message id kept at most (they outlive their messages: a few views' worth, so the
+#: garbage collector does not walk a growing heap of them).
+DEFAULT_MAX_IDS = 8_192
 
 
 @dataclass(slots=True)
@@ -79,20 +85,43 @@ class MessageMemo(Generic[T]):
     """``memo(message)`` is ``compute(message)``, computed once per unchanged message object."""
 
     def __init__(
-        self, compute: Callable[[BaseMessage], T], *, max_objects: int = DEFAULT_MAX_OBJECTS
+        self,
+        compute: Callable[[BaseMessage], T],
+        *,
+        max_objects: int = DEFAULT_MAX_OBJECTS,
+        max_ids: int = DEFAULT_MAX_IDS,
     ) -> None:
         self._compute = compute
         self._max_objects = max_objects
+        self._max_ids = max_ids
         self._entries: dict[int, _Entry[T]] = {}
+        self._by_id: dict[tuple[str, str], tuple[tuple[Any, ...], T]] = {}
 
     def __call__(self, message: BaseMessage) -> T:
+        fields = _fields(message)
+        if message.id is not None:
+            return self._by_message_id((message.type, message.id), message, fields)
         key = id(message)
         entry = self._entries.get(key)
-        fields = _fields(message)
         if entry is not None and entry.ref() is message and entry.fields == fields:
             return entry.value
         value = self._compute(message)
         self._remember(key, message, fields, value)
+        return value
+
+    def _by_message_id(
+        self, key: tuple[str, str], message: BaseMessage, fields: tuple[Any, ...]
+    ) -> T:
+        found = self._by_id.get(key)
+        if found is not None and found[0] == fields:
+            return found[1]
+        value = self._compute(message)
+        if len(self._by_id) >= self._max_ids:
+            self._by_id.clear()
+        try:
+            self._by_id[key] = (_snapshot(fields), value)
+        except Exception:  # a part that cannot be copied: not remembered
+            self._by_id.pop(key, None)
         return value
 
     def _remember(self, key: int, message: BaseMessage, fields: tuple[Any, ...], value: T) -> None:
@@ -114,7 +143,8 @@ class MessageMemo(Generic[T]):
         entries[key] = _Entry(ref, snapshot, value)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._by_id)
 
     def clear(self) -> None:
         self._entries.clear()
+        self._by_id.clear()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, delete, func, literal_column, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.db.models import KbChunk, KbDocument
 
@@ -72,38 +72,6 @@ class KnowledgeBaseRepository:
         await self.session.flush()
         return doc
 
-    async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> list[KbHit]:
-        text_query = or_tsquery_text(query)
-        if not text_query:
-            return []
-        tsq = func.to_tsquery("english", text_query)
-        rank = func.ts_rank_cd(KbChunk.tsv, tsq).label("rank")
-        stmt = (
-            select(KbChunk, KbDocument, rank)
-            .join(KbDocument, KbDocument.id == KbChunk.document_id)
-            .where(
-                KbChunk.kb == kb,
-                KbDocument.owner_id == owner_id,
-                KbChunk.tsv.op("@@")(tsq),
-            )
-            .order_by(literal_column("rank").desc(), KbChunk.id)
-            .limit(limit)
-        )
-        rows = (await self.session.execute(stmt)).all()
-        return [
-            KbHit(
-                chunk_id=chunk.id,
-                document_id=doc.id,
-                chunk_index=chunk.chunk_index,
-                title=doc.title,
-                source=doc.source,
-                url=doc.url,
-                content=chunk.content,
-                score=round(float(r), 6),
-            )
-            for chunk, doc, r in rows
-        ]
-
     async def list_documents(
         self,
         *,
@@ -151,3 +119,55 @@ class KnowledgeBaseRepository:
         await self.session.execute(delete(KbChunk).where(KbChunk.document_id == document_id))
         await self.session.execute(delete(KbDocument).where(KbDocument.id == document_id))
         return True
+
+
+class KnowledgeBaseSearch:
+    """The search (SearchKnowledgeBase and the ``query_kb`` tool) as one Core statement on a
+    bare connection (autocommit: the read is its own transaction): no ORM session, no BEGIN and
+    ROLLBACK, and only the columns a hit has (not each chunk's ``tsvector``)."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> list[KbHit]:
+        """Chunks of ``kb`` of the owner's documents matching any word of ``query``, best
+        ``ts_rank_cd`` first (ties: chunk id)."""
+        text_query = or_tsquery_text(query)
+        if not text_query:
+            return []
+        tsq = func.to_tsquery("english", text_query)
+        rank = func.ts_rank_cd(KbChunk.tsv, tsq).label("rank")
+        stmt = (
+            select(
+                KbChunk.id,
+                KbChunk.document_id,
+                KbChunk.chunk_index,
+                KbDocument.title,
+                KbDocument.source,
+                KbDocument.url,
+                KbChunk.content,
+                rank,
+            )
+            .join(KbDocument, KbDocument.id == KbChunk.document_id)
+            .where(
+                KbChunk.kb == kb,
+                KbDocument.owner_id == owner_id,
+                KbChunk.tsv.op("@@")(tsq),
+            )
+            .order_by(literal_column("rank").desc(), KbChunk.id)
+            .limit(limit)
+        )
+        rows = (await self.conn.execute(stmt)).all()
+        return [
+            KbHit(
+                chunk_id=chunk_id,
+                document_id=document_id,
+                chunk_index=chunk_index,
+                title=title,
+                source=source,
+                url=url,
+                content=content,
+                score=round(float(r), 6),
+            )
+            for chunk_id, document_id, chunk_index, title, source, url, content, r in rows
+        ]

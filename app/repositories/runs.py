@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select, text, update
@@ -42,10 +41,6 @@ _RUNNING_LITERAL = text("agent_runs.status = 'running'")
 
 #: The columns that say no worker holds the run.
 _NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
-
-
-def _lease_until(lease_seconds: float) -> Any:
-    return func.now() + timedelta(seconds=lease_seconds)
 
 
 class RunRequestRepository:
@@ -206,33 +201,8 @@ class RunRepository:
     # --- status transitions: the one writer of a run's status --------------------------------
     # Each writes the status and its typed ``status`` event in the caller's transaction (so both
     # commit or neither does) and refuses a change the state machine does not allow. The final
-    # ones (complete, fail, cancel) also count the run in ``threadkeeper_runs_finished``.
-    async def start(
-        self,
-        *,
-        thread_id: uuid.UUID,
-        request_id: uuid.UUID,
-        holder: str,
-        lease_seconds: float,
-    ) -> AgentRun:
-        """A new run answering ``request_id``: running, leased to ``holder``."""
-        run = AgentRun(
-            id=uuid.uuid4(),
-            thread_id=thread_id,
-            request_id=request_id,
-            status=RunStatus.RUNNING,
-            lease_holder=holder,
-            lease_expires_at=_lease_until(lease_seconds),
-            started_at=func.now(),
-        )
-        self.session.add(run)
-        await self.session.flush()
-        await self.session.refresh(run)
-        await self._event(
-            run.id, StatusEvent(type="status", status="running", request_id=request_id)
-        )
-        return run
-
+    # ones (complete, fail, cancel) also count the run in ``threadkeeper_runs_finished``. A run
+    # starts in one place only: the claim's ``RunLeaseStatements.start_head`` statement.
     async def claim_resumable(
         self, holder: str, lease_seconds: float
     ) -> tuple[AgentRun, Any] | None:

@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.domain.errors import NotFound
-from app.repositories.knowledge_base import KbDocumentRow, KbHit, KnowledgeBaseRepository
+from app.repositories.knowledge_base import (
+    KbDocumentRow,
+    KbHit,
+    KnowledgeBaseRepository,
+    KnowledgeBaseSearch,
+)
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
@@ -75,6 +80,12 @@ class KnowledgeBaseService:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
 
+    @property
+    def engine(self) -> AsyncEngine:
+        """The sessions' engine: a one-statement read needs no ORM session, only a connection."""
+        engine: AsyncEngine = self.sessions.kw["bind"]
+        return engine
+
     async def add_document(
         self,
         *,
@@ -94,9 +105,11 @@ class KnowledgeBaseService:
         return AddedDocument(id=doc.id, kb=kb, title=title, chunks=len(chunks))
 
     async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> dict[str, Any]:
-        """Best-ranked chunks first, as ``kb_payload`` (no transaction: one read)."""
-        async with self.sessions() as session:
-            hits = await KnowledgeBaseRepository(session).search(
+        """Best-ranked chunks first, as ``kb_payload``: one statement on a bare connection in
+        autocommit (the read is its own transaction; every agent turn runs one)."""
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            hits = await KnowledgeBaseSearch(conn).search(
                 kb=kb, owner_id=owner_id, query=query, limit=limit
             )
         return kb_payload(query, hits)

@@ -10,13 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import math
 import os
 import socket
-import time
 import uuid
-from pathlib import Path
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -24,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.registry import AgentRegistry
 from app.config import WorkerSettings
 from app.db.session import warm_checkouts
-from app.heartbeat import write_beat
+from app.heartbeat import BeatFile
 from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.execution import DrainSignal, RunExecutor
 
@@ -57,7 +54,7 @@ class RunWorker:
         #: wakes this worker and the claim loop polls only every ``worker_idle_poll_seconds``.
         self.listening: asyncio.Event | None = None
         #: Touched by the claim loop (standalone worker): ``python -m app worker --check``.
-        self.heartbeat_file: Path | None = None
+        self.heartbeat: BeatFile | None = None
 
     @functools.cached_property
     def executor(self) -> RunExecutor:
@@ -189,10 +186,8 @@ class RunWorker:
 
     async def _beat(self) -> None:
         """Record that the claim loop just went round with a working database."""
-        if self.heartbeat_file is None:
-            return
-        beat = {"holder": self.holder, "pid": os.getpid(), "at": time.time()}
-        await asyncio.to_thread(write_beat, self.heartbeat_file, json.dumps(beat))
+        if self.heartbeat is not None:
+            await self.heartbeat.beat(holder=self.holder, pid=os.getpid())
 
     def prune_interval(self) -> float:
         """How often finished runs' events are pruned: a tenth of the retention, 1 s to 5 min."""

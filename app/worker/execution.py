@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents import untraced
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.messages import message_text
@@ -306,6 +307,7 @@ class RunExecutor:
     async def _stream(
         runtime: AgentRuntime, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncGenerator[tuple[str, Any], None]:
+        untraced.apply()  # middleware hooks' trace set-up inline while tracing is off
         async for item in runtime.graph.astream(
             graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
         ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -14,7 +15,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from app.db.checkpointer import BoundedPostgresSaver
+from app.db.checkpointer import INLINE_DUMP_CHARS, INLINE_DUMP_ITEMS, BoundedPostgresSaver
 from app.db.urls import libpq_url
 
 pytestmark = pytest.mark.integration
@@ -108,3 +109,55 @@ async def test_a_racing_writer_of_the_same_blob_falls_back_to_upstreams_insert(
     assert got is not None
     assert got.metadata["step"] == 1
     assert "messages" not in got.checkpoint["channel_values"]  # the racer's blob ("empty") won
+
+
+class _CountingExecutor(ThreadPoolExecutor):
+    """The loop's default executor, counting what is handed to a thread."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.submitted = 0
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        self.submitted += 1
+        return super().submit(*args, **kwargs)
+
+
+async def _hops(work: Any) -> int:
+    loop = asyncio.get_running_loop()
+    executor = _CountingExecutor()
+    loop.set_default_executor(executor)
+    try:
+        await work
+    finally:
+        loop._default_executor = None  # type: ignore[attr-defined]  # the next user makes a new one
+        executor.shutdown()
+    return executor.submitted
+
+
+@pytest.mark.parametrize(
+    ("messages", "hops"),
+    [
+        ([HumanMessage("short question", id="h0"), AIMessage("short answer", id="a0")], 0),
+        ([HumanMessage(f"m{i}", id=f"h{i}") for i in range(INLINE_DUMP_ITEMS + 1)], 1),
+        ([HumanMessage("x" * (INLINE_DUMP_CHARS + 1), id="big")], 1),
+    ],
+    ids=["small-inline", "many-items-thread", "long-content-thread"],
+)
+async def test_small_values_are_serialized_on_the_loop_large_ones_in_a_thread(
+    saver: BoundedPostgresSaver, messages: list[Any], hops: int
+) -> None:
+    """A short step's checkpoint and writes skip the thread hop (~50 us of CPU each); a long
+    history or a long message still goes to a thread; what is read back is the same."""
+    checkpoint: Any = dict(empty_checkpoint())
+    checkpoint["id"] = "1ef00000-0000-6000-8000-000000000002"
+    checkpoint["channel_values"] = {"messages": messages}
+    checkpoint["channel_versions"] = {"messages": "a1"}
+    put = saver.aput(_config(), checkpoint, {"step": 1}, {"messages": "a1"})  # type: ignore[typeddict-item]
+    assert await _hops(put) == hops
+    writes = [("messages", messages[-1:] if hops == 0 else messages)]
+    assert await _hops(saver.aput_writes(_config(checkpoint["id"]), writes, "task-1")) == hops
+    got = await saver.aget_tuple(_config(checkpoint["id"]))
+    assert got is not None
+    assert got.checkpoint["channel_values"]["messages"] == messages
+    assert [v for _, _, v in got.pending_writes] == [writes[0][1]]

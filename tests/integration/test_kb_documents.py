@@ -6,9 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, literal_column, select
 
 from app.db.models import KbChunk, KbDocument
+from app.repositories.knowledge_base import or_tsquery_text
 from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
@@ -123,3 +124,74 @@ async def test_document_operations_declare_their_errors(app_factory: AppFactory)
         one = spec["paths"]["/v1/knowledge-bases/{kb}/documents/{document_id}"]["delete"]
         assert one["operationId"] == "DeleteDocument"
         assert {"204", "400", "401", "404"} <= set(one["responses"])
+
+
+async def _reference_search(
+    h: AppHarness, *, kb: str, owner_id: str, query: str, limit: int
+) -> list[tuple[int, str, float]]:
+    """The search as the ORM session ran it before it became one Core statement."""
+    tsq = func.to_tsquery("english", or_tsquery_text(query))
+    rank = func.ts_rank_cd(KbChunk.tsv, tsq).label("rank")
+    stmt = (
+        select(KbChunk, KbDocument, rank)
+        .join(KbDocument, KbDocument.id == KbChunk.document_id)
+        .where(KbChunk.kb == kb, KbDocument.owner_id == owner_id, KbChunk.tsv.op("@@")(tsq))
+        .order_by(literal_column("rank").desc(), KbChunk.id)
+        .limit(limit)
+    )
+    async with h.container.sessions() as session:
+        rows = (await session.execute(stmt)).all()
+    return [
+        (c.id, f"{d.title}|{d.source}|{d.url}|{c.content}", round(float(r), 6)) for c, d, r in rows
+    ]
+
+
+async def test_search_returns_what_the_session_search_returned(app_factory: AppFactory) -> None:
+    """SearchKnowledgeBase and the query_kb tool's search (one Core statement on a bare
+    connection): the same hits, order, scores and payload as the ORM session's search, per
+    owner and knowledge base."""
+    words = ["lease", "heartbeat", "worker", "claim", "queue", "thread", "stream", "token"]
+    async with app_factory(start_worker=False) as h:
+        for i in range(12):
+            body = "\n\n".join(
+                f"The {words[(i + j) % 8]} and the {words[(i * j + 1) % 8]} paragraph {j}."
+                for j in range(6)
+            )
+            await add(h, "docs", f"doc{i}", body)
+        await add(h, "other", "elsewhere", "The lease of another knowledge base.")
+        await add(h, "docs", "bobs", "Bob's lease and heartbeat.", headers=OTHER)
+        for query, limit in [
+            ("lease heartbeat", 8),
+            ("What about the worker's claim queue?", 5),
+            ("stream token thread", 50),
+            ("nothing matches zzz", 8),
+            ("!!!", 8),
+        ]:
+            resp = await h.client.get(
+                "/v1/knowledge-bases/docs/search", params={"q": query, "limit": limit}, headers=AUTH
+            )
+            assert resp.status_code == 200, resp.text
+            payload = resp.json()
+            expected = (
+                await _reference_search(h, kb="docs", owner_id="alice", query=query, limit=limit)
+                if or_tsquery_text(query)
+                else []
+            )
+            got = [
+                (int(r["id"]), f"{r['title']}|{r['source']}|{r['url']}|{r['content']}", r["score"])
+                for r in payload["results"]
+            ]
+            assert got == expected
+            assert payload == {
+                "query": query,
+                "count": len(expected),
+                "results": payload["results"],
+            }
+            if query == "lease heartbeat":
+                assert len(expected) == 8  # the limit bites: order and ties matter
+                assert all("Bob" not in r["content"] for r in payload["results"])
+            # What query_kb serializes for alice's thread: the same payload.
+            tool_payload = await h.container.kb.search(
+                kb="docs", owner_id="alice", query=query, limit=limit
+            )
+            assert tool_payload == payload

@@ -26,6 +26,7 @@ from app.db.models import (
 )
 from app.db.run_events import StatusEvent
 from app.db.session import create_engine, create_session_factory
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import IllegalTransition, RunRepository
 from app.worker.errors import CANCELLED, LEASE_EXPIRED
 
@@ -47,26 +48,29 @@ async def sessions(clean_db: str) -> AsyncIterator[Sessions]:
 
 
 async def started(sessions: Sessions) -> uuid.UUID:
-    """A fresh thread with one dispatched request and its running, leased run."""
+    """A fresh thread with one dispatched request and its running, leased run (started by the
+    claim's statement, the one home of a run's start)."""
     async with sessions() as session, session.begin():
         conv = Conversation(id=uuid.uuid4(), owner_id="alice")
         session.add(conv)
         await session.flush()
-        # The request as a worker finds it once claimed (intake itself is one SQL statement on
-        # its own connection: tests/integration/test_requests_api.py covers it).
+        # The request as intake queued it (intake itself is one SQL statement on its own
+        # connection: tests/integration/test_requests_api.py covers it).
         request = AgentRunRequest(
             id=uuid.uuid4(),
             thread_id=conv.id,
             seq=1,
             payload={"content": "hi", "lc_id": "h1"},
-            status=RequestStatus.DISPATCHED,
+            status=RequestStatus.QUEUED,
         )
         session.add(request)
         await session.flush()
-        run = await RunRepository(session).start(
-            thread_id=conv.id, request_id=request.id, holder=HOLDER, lease_seconds=30
+        run = await RunLeaseStatements(session).start_head(conv.id, HOLDER, 30)
+        assert run is not None and run.request_id == request.id
+        assert (await session.get(AgentRunRequest, request.id, populate_existing=True)).status == (
+            RequestStatus.DISPATCHED
         )
-        return run.id
+        return run.run_id
 
 
 async def interrupted(sessions: Sessions) -> uuid.UUID:

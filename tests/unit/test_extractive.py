@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
-from app.agents.extractive import ExtractiveChatModel
+from app.agents.extractive import DELTA_CHARS, ExtractiveChatModel, text_pieces
 from app.agents.summarizers import ExtractiveSummarizer
 from app.agents.tokens import count_tokens, truncate_to_tokens
 
@@ -370,3 +370,28 @@ def test_falls_back_to_search_workdir_only_when_the_thread_holds_offloads() -> N
     )
     assert "41 days" in answered.text and "[kb:kb-9]" in answered.text
     assert "(tool-results/call_0.txt, chars 120-440)" in answered.text
+
+
+def test_stream_pieces_are_phrases_that_reassemble_the_text() -> None:
+    text = "A run lease expires after 30 seconds unless renewed.  " * 6 + "Done."
+    pieces = text_pieces(text)
+    assert "".join(pieces) == text
+    assert 1 < len(pieces) < len(text.split()) // 4
+    for piece in pieces[:-1]:
+        assert len(piece) >= DELTA_CHARS and piece[-1].isspace() and not piece[0].isspace()
+    assert text_pieces("") == [] and text_pieces("short") == ["short"]
+
+
+async def test_streamed_answer_arrives_in_phrases() -> None:
+    agent = _agent()
+    chunks: list[str] = []
+    async for message, _meta in agent.astream(
+        {"messages": [HumanMessage(QUESTION)]},
+        {"configurable": {"thread_id": "phrases"}},
+        stream_mode="messages",
+    ):
+        if isinstance(message, AIMessageChunk) and message.text:
+            chunks.append(message.text)
+    answer = "".join(chunks)
+    assert len(answer) > 2 * DELTA_CHARS
+    assert chunks == text_pieces(answer)

@@ -182,3 +182,38 @@ def test_cached_text_counts_equal_counts() -> None:
     texts = [_text(rng) for _ in range(200)]
     for text in texts + texts:
         assert count_tokens_cached(text) == count_tokens(text)
+
+
+def test_a_fresh_copy_of_a_message_with_an_id_is_not_counted_again() -> None:
+    """Each run reads the history from its checkpoint as new objects: equal messages of the same
+    id are answered from the memo; a copy that differs in anything counted is counted again."""
+    counter = CountingCounter()
+    view = [_message(random.Random(11), i) for i in range(29)]
+    view.append(
+        AIMessage("x", tool_calls=[{"name": "q", "args": {"query": "a"}, "id": "c"}], id="ai")
+    )
+    first = counter.count_messages(view)
+    assert counter.counted == 30
+    for _ in range(3):  # three runs, each with the history deserialized afresh
+        fresh = [m.model_copy(deep=True) for m in view]
+        assert counter.count_messages(fresh) == first
+        assert _messages_tokens(fresh) == uncached_usage(fresh)
+    assert counter.counted == 30
+    changed = [m.model_copy(deep=True) for m in view]
+    ai = next(m for m in changed if isinstance(m, AIMessage) and m.tool_calls)
+    ai.tool_calls[0]["args"]["query"] += " and a longer query than before"
+    changed[0].content = "a different first message " * 3
+    assert counter.count_messages(changed) == sum(uncached_count(m) for m in changed)
+    assert counter.counted == 32
+    # The same id under another type is another message.
+    as_human = HumanMessage(content=message_text(ai), id=ai.id)
+    assert counter.count_message(as_human) == uncached_count(as_human)
+    assert counter.counted == 33
+
+
+def test_entries_by_id_start_over_past_their_bound() -> None:
+    memo: MessageMemo[int] = MessageMemo(lambda m: len(message_text(m)), max_ids=8)
+    view = [HumanMessage(content="x" * i, id=f"m{i}") for i in range(20)]
+    assert [memo(m) for m in view] == list(range(20))
+    assert len(memo) <= 8
+    assert [memo(m.model_copy()) for m in view] == list(range(20))

@@ -1,14 +1,21 @@
-"""Guards at the model and tool boundaries (innermost middlewares, nearest the model/tool).
+"""The guards at the model and tool boundaries: one middleware, innermost (nearest the model
+and the tools), so each model call and each tool call goes through one hook (``create_agent``
+traces each hook of each middleware on every call).
 
-``StorableOutputMiddleware``: what a provider or a tool returns is made storable
-(``app.agents.storable``) before the graph puts it in the checkpoint, so the model view, the
-full history and the events hold the same text and no write can fail on it.
+Storable output: what a provider or a tool returns is made storable (``app.agents.storable``)
+before the graph puts it in the checkpoint, so the model view, the full history and the events
+hold the same text and no write can fail on it.
 
-``ToolResultGuardMiddleware``: a provider refuses (HTTP 400) a request in which an assistant
-tool call has no tool result after it. The worker repairs the stored state before a run; this
-guard is the last line for any path that still reaches the model with one (a retry after a lost
-connection, a view a middleware rebuilt): the request gets an explicit "result unknown" answer
-for each such call, and the server log says so.
+Tool-result guard: a provider refuses (HTTP 400) a request in which an assistant tool call has
+no tool result after it. The worker repairs the stored state before a run; this guard is the
+last line for any path that still reaches the model with one (a retry after a lost connection,
+a view a middleware rebuilt): the request gets an explicit "result unknown" answer for each
+such call, and the server log says so.
+
+Tool schemas: ``create_agent`` binds the request's tools on every model call, and binding
+converts each ``BaseTool`` to its OpenAI-format schema again; the request leaves this middleware
+with each tool's schema converted once per tool object (a rebuilt agent has new tool objects, so
+new schemas), which every chat model's ``bind_tools`` takes as it is.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from langchain.agents.middleware import (
     ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
 from app.agents.storable import storable_message, storable_value
@@ -101,14 +110,53 @@ def _storable_response(response: Any) -> Any:
     return response
 
 
-class StorableOutputMiddleware(AgentMiddleware):
-    """Model replies and tool results, made storable before anything writes them."""
+class ToolSchemas:
+    """The OpenAI-format schema of each tool, converted once per tool object (and again if
+    its name or description changed); anything else (a schema already) passes through."""
+
+    #: More distinct tools than any agent has: past this the cache starts over.
+    MAX_TOOLS = 512
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[BaseTool, str, str, dict[str, Any]]] = {}
+
+    def __call__(self, tools: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for tool in tools:
+            if not isinstance(tool, BaseTool):
+                out.append(tool)
+                continue
+            hit = self._by_id.get(id(tool))
+            if hit is None or hit[0] is not tool or hit[1:3] != (tool.name, tool.description):
+                if len(self._by_id) >= self.MAX_TOOLS:
+                    self._by_id.clear()
+                hit = (tool, tool.name, tool.description, convert_to_openai_tool(tool))
+                self._by_id[id(tool)] = hit
+            out.append(hit[3])
+        return out
+
+
+class BoundaryMiddleware(AgentMiddleware):
+    """No model request leaves with an assistant tool call that has no tool result; tools go
+    to the model as schemas converted once; model replies and tool results are made storable
+    before anything writes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tool_schemas = ToolSchemas()
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
+        messages, added = answer_tool_calls(request.messages)
+        if added:
+            log.warning("unanswered_tool_calls_answered", tool_call_ids=added)
+        request = request.override(
+            messages=messages if added else request.messages,
+            tools=self.tool_schemas(request.tools),
+        )
         return _storable_response(await handler(request))  # type: ignore[no-any-return]
 
     async def awrap_tool_call(
@@ -128,18 +176,3 @@ class StorableOutputMiddleware(AgentMiddleware):
                 ]
             return dataclasses.replace(result, update=update)
         return result
-
-
-class ToolResultGuardMiddleware(AgentMiddleware):
-    """No model request leaves with an assistant tool call that has no tool result."""
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse:
-        messages, added = answer_tool_calls(request.messages)
-        if added:
-            log.warning("unanswered_tool_calls_answered", tool_call_ids=added)
-            request = request.override(messages=messages)
-        return await handler(request)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -51,6 +52,16 @@ def _serve(args: argparse.Namespace) -> None:
         build_server(app, settings.http).run()
 
 
+def freeze_startup_heap() -> int:
+    """Move everything allocated so far (modules, schemas, compiled graphs: a few hundred
+    thousand objects that live as long as the process) out of the garbage collector's reach; the
+    number frozen. Why: every full collection walked them all again (one every ~100 turns, tens
+    of milliseconds each); now it walks only what the turns allocate."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def _exit_normally(signum: int, frame: object) -> None:
     sys.exit(0)
 
@@ -91,6 +102,7 @@ def _worker(args: argparse.Namespace) -> None:
         container = await build_container(
             settings, migrate=args.migrate, start_worker=True, serve_streams=False
         )
+        freeze_startup_heap()
         if provider is not None:
             telemetry.instrument_engine(container.engine, provider)
             telemetry.activate(provider)

@@ -88,8 +88,13 @@ class Container:
         return self.agents.runtime(self.agents.default_id)
 
     async def ping(self) -> None:
+        """Both ways to the database answer: the engine's pool and the checkpointer's. After an
+        outage psycopg's pool reconnects on its own backoff (up to 10 s between attempts), so
+        the engine can be back while agent state still answers 503: ready means both."""
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
+        async with self.pool.connection() as pooled:
+            await pooled.execute("SELECT 1")
 
     async def schema_lag(self) -> str | None:
         """``None`` when the schema is at the Alembic head, else what it is at (for /ready)."""

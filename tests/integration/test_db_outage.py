@@ -103,7 +103,11 @@ async def test_unreachable_database_answers_503_then_recovers(
         assert (await h.client.get("/ready")).status_code == 503
 
         await proxy.restore()
-        assert (await h.client.get("/ready")).status_code == 200
+        # Ready once both pools answer again (psycopg's reconnects on its own backoff), as a
+        # load balancer would wait for it; from then on every operation answers.
+        async with asyncio.timeout(HANG_GUARD):
+            while (await h.client.get("/ready")).status_code != 200:  # noqa: ASYNC110 - polling an HTTP endpoint
+                await asyncio.sleep(0.2)
         got = await h.client.get(f"/v1/threads/{tid}/agent-state", headers=AUTH)
         assert got.status_code == 200, got.text
         await run_turns(h, tid, ["after the outage"])

@@ -12,11 +12,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpointer import BoundedPostgresSaver
 from app.db.urls import libpq_url
+from tests.support.checkpoints import saver_on_pool
 
 pytestmark = pytest.mark.integration
 THREAD = "t-compressed"
@@ -36,15 +36,8 @@ VIEW = [
 
 @pytest.fixture
 async def pool(clean_db: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
-    async with AsyncConnectionPool(
-        libpq_url(clean_db),
-        min_size=1,
-        max_size=4,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        open=False,
-    ) as opened:
-        await BoundedPostgresSaver(opened, acquire_timeout=5).setup()
-        yield opened
+    async with saver_on_pool(clean_db) as saver:
+        yield saver.conn
 
 
 def _config(checkpoint_id: str | None = None) -> Any:

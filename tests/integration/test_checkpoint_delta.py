@@ -16,12 +16,11 @@ import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpoint_delta import DELTA_PREFIX
 from app.db.checkpointer import BoundedPostgresSaver
 from app.db.urls import libpq_url
+from tests.support.checkpoints import saver_on_pool
 
 pytestmark = pytest.mark.integration
 THREAD = "t-delta"
@@ -29,15 +28,7 @@ THREAD = "t-delta"
 
 @pytest.fixture
 async def saver(clean_db: str) -> AsyncIterator[BoundedPostgresSaver]:
-    async with AsyncConnectionPool(
-        libpq_url(clean_db),
-        min_size=1,
-        max_size=4,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        open=False,
-    ) as pool:
-        made = BoundedPostgresSaver(pool, acquire_timeout=5)
-        await made.setup()
+    async with saver_on_pool(clean_db) as made:
         yield made
 
 

@@ -20,12 +20,12 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpoint_delta import MAX_DEPTH
 from app.db.checkpointer import BoundedPostgresSaver
 from app.db.urls import libpq_url
+from tests.support.checkpoints import saver_on_pool
 
 pytestmark = pytest.mark.integration
 
@@ -53,16 +53,8 @@ def _graph(saver: Any) -> Any:
 
 @pytest.fixture
 async def pool(clean_db: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
-    async with AsyncConnectionPool(
-        libpq_url(clean_db),
-        min_size=1,
-        max_size=4,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        open=False,
-    ) as opened:
-        saver = BoundedPostgresSaver(opened, acquire_timeout=5)
-        await saver.setup()
-        yield opened
+    async with saver_on_pool(clean_db) as saver:
+        yield saver.conn
 
 
 async def _history(graph: Any, thread_id: str, turns: int, first: int = 0) -> None:

@@ -11,12 +11,11 @@ import psycopg
 import pytest
 from alembic import command
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpointer import MIGRATIONS, SETUP_LOCK_KEY, BoundedPostgresSaver
 from app.db.migrate import alembic_config, upgrade_head
 from app.db.urls import libpq_url
+from tests.support.checkpoints import saver_on_pool
 from tests.support.database import fresh_database
 
 pytestmark = pytest.mark.integration
@@ -46,17 +45,8 @@ def _versions(url: str) -> list[int]:
 async def _saver(
     url: str, cls: type[AsyncPostgresSaver] = BoundedPostgresSaver
 ) -> AsyncIterator[Any]:
-    async with AsyncConnectionPool(
-        libpq_url(url),
-        min_size=1,
-        max_size=2,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        open=False,
-    ) as pool:
-        if cls is BoundedPostgresSaver:
-            yield BoundedPostgresSaver(pool, acquire_timeout=30)
-        else:
-            yield cls(pool)  # type: ignore[arg-type]
+    async with saver_on_pool(url, cls, setup=False, max_size=2, acquire_timeout=30) as saver:
+        yield saver
 
 
 def test_only_the_thread_id_indexes_are_left_out() -> None:

@@ -55,5 +55,7 @@ async def test_turns_benchmark_wal_by_relation(database_url: str) -> None:
     }
     assert relations.get("checkpoints", 0) > 0 and relations.get("checkpoint_blobs", 0) > 0, text
     assert relations.get("messages", 0) > 0, text
-    assert relations["total"] >= sum(v for k, v in relations.items() if k != "total") - 1, text
+    # The total is the relations' sum; each printed figure is rounded to the byte.
+    parts = [v for k, v in relations.items() if k != "total"]
+    assert abs(relations["total"] - sum(parts)) <= 0.5 * len(parts), text
     assert any(line.split()[0] == "Heap/INSERT" for line in lines if line.startswith("      "))

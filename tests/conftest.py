@@ -13,11 +13,13 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.errors import UNDECLARED
 from app.config import Settings, load_settings
 from app.container import Container, build_container
 from app.db.migrate import upgrade_head
+from app.db.session import create_engine
 from app.db.urls import libpq_url
 from app.main import create_app
 from tests.support.database import fresh_database, server_url
@@ -65,6 +67,16 @@ def _truncate_all(url: str) -> None:
 def clean_db(database_url: str) -> str:
     _truncate_all(database_url)
     return database_url
+
+
+@pytest.fixture
+async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
+    """The service's SQLAlchemy engine on the clean database, disposed afterwards."""
+    made = create_engine(clean_db)
+    try:
+        yield made
+    finally:
+        await made.dispose()
 
 
 def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Settings:

@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -70,13 +70,6 @@ class RefusingS3Store(S3Store):
             cause = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             raise WorkdirError(f"cannot write {key}: {cause}") from cause
         await super().put(key, data, sha256)
-
-
-@pytest.fixture
-async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(clean_db)
-    yield engine
-    await engine.dispose()
 
 
 Blocked = Callable[[str, list[str]], tuple[Workdir, str]]

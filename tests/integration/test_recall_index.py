@@ -95,13 +95,6 @@ def result_text(i: int) -> str:
 
 
 @pytest.fixture
-async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(clean_db)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
 def plain(workdir_settings: dict[str, Any], tmp_path: Path, engine: AsyncEngine) -> Workdir:
     """The deployment's Workdir (local folder or S3) with the PostgreSQL index."""
     settings = make_settings("", tmp_path / "workdir", **workdir_settings)

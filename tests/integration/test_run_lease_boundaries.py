@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -24,7 +24,7 @@ from app.db.models import (
     RunEvent,
     RunStatus,
 )
-from app.db.session import create_engine, create_session_factory
+from app.db.session import create_session_factory
 from app.db.urls import libpq_url
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
@@ -32,15 +32,6 @@ from app.worker.errors import CANCELLED
 from tests.integration.test_run_transitions import HOLDER, Sessions, started
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(clean_db)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 def _waiting(url: str, marker: str) -> int | None:

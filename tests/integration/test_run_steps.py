@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
@@ -16,20 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.models import AgentRun, Conversation, Message, RunEvent, RunStatus
 from app.db.run_events import DeltaEvent
-from app.db.session import create_engine, create_session_factory
+from app.db.session import create_session_factory
 from app.worker.ledger import LeaseLost, RunLedger
 from tests.integration.test_run_transitions import HOLDER, Sessions, started
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def engine(clean_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(clean_db)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 def reply() -> AIMessage:

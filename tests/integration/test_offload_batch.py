@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -35,6 +34,7 @@ from app.agents.tokens import TokenCounter
 from app.agents.workdir import PgIndex, S3Store, Workdir, WorkdirError, open_workdir
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
+from benchmarks.offload_batch import conversation, result_text
 from tests.conftest import make_settings
 from tests.support.processes import reaped
 
@@ -42,21 +42,6 @@ pytestmark = pytest.mark.integration
 
 BATCH = 24
 PREVIEW_TOKENS = 50
-
-
-def result_text(i: int) -> str:
-    """A knowledge-base-shaped result of ~2.5 KB holding one word only it has."""
-    content = f"Leases renew on heartbeat; fact{i}word closes result {i}. " * 40
-    return json.dumps({"query": f"q{i}", "results": [{"id": f"r-{i}", "content": content}]})
-
-
-def conversation(n: int) -> list[BaseMessage]:
-    out: list[BaseMessage] = [HumanMessage("how do leases renew?")]
-    for i in range(n):
-        call = {"name": "query_kb", "args": {"query": f"q{i}"}, "id": f"c{i}"}
-        out.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
-        out.append(ToolMessage(result_text(i), tool_call_id=f"c{i}", name="query_kb", id=f"m{i}"))
-    return out
 
 
 class RefusingS3Store(S3Store):

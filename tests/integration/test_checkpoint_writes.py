@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -16,6 +15,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from app.db.checkpointer import INLINE_DUMP_CHARS, INLINE_DUMP_ITEMS, BoundedPostgresSaver
 from app.db.urls import libpq_url
 from tests.support.checkpoints import saver_on_pool
+from tests.support.executors import CountingExecutor
 
 pytestmark = pytest.mark.integration
 THREAD = "t-writes"
@@ -102,21 +102,9 @@ async def test_a_racing_writer_of_the_same_blob_falls_back_to_upstreams_insert(
     assert "messages" not in got.checkpoint["channel_values"]  # the racer's blob ("empty") won
 
 
-class _CountingExecutor(ThreadPoolExecutor):
-    """The loop's default executor, counting what is handed to a thread."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=2)
-        self.submitted = 0
-
-    def submit(self, *args: Any, **kwargs: Any) -> Any:
-        self.submitted += 1
-        return super().submit(*args, **kwargs)
-
-
 async def _hops(work: Any) -> int:
     loop = asyncio.get_running_loop()
-    executor = _CountingExecutor()
+    executor = CountingExecutor()
     loop.set_default_executor(executor)
     try:
         await work

@@ -18,6 +18,7 @@ from app.db.run_events import DeltaEvent
 from app.db.session import create_session_factory
 from app.worker.ledger import LeaseLost, RunLedger
 from tests.integration.test_run_transitions import HOLDER, Sessions, started
+from tests.support.statement_kill import kill_while_waiting
 
 pytestmark = pytest.mark.integration
 
@@ -120,50 +121,18 @@ async def test_a_step_of_a_run_no_longer_leased_writes_nothing(
         assert conv.next_message_seq == 1
 
 
-def _waiting_step(url: str) -> int | None:
-    """The backend of a step statement waiting for a lock (its own connection: a transaction
-    sees one snapshot of pg_stat_activity)."""
-    import psycopg
-
-    from app.db.urls import libpq_url
-
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query LIKE '%run step%'"
-        ).fetchone()
-    return int(row[0]) if row else None
-
-
 async def test_a_step_killed_mid_statement_leaves_nothing_and_goes_again(
     engine: AsyncEngine, clean_db: str
 ) -> None:
     """The connection dies while the step statement waits (a crash at this boundary): nothing
     of the step is stored, and writing the step again stores it whole, once."""
-    import psycopg
-
-    from app.db.urls import libpq_url
-
     sessions = create_session_factory(engine)
     run_id = await started(sessions)
     tid = await thread_of(sessions, run_id)
     ledger = RunLedger(sessions, HOLDER, 30)
-    blocker = await asyncio.to_thread(psycopg.connect, libpq_url(clean_db))
-    try:
-        blocker.execute("LOCK TABLE run_events IN SHARE MODE")
-        step = asyncio.create_task(ledger.persist_update(tid, run_id, {"messages": [reply()]}))
-        pid = None
-        async with asyncio.timeout(60):
-            while pid is None:
-                pid = await asyncio.to_thread(_waiting_step, clean_db)
-                await asyncio.sleep(0.05)
-        with psycopg.connect(libpq_url(clean_db), autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        with pytest.raises(Exception):  # noqa: B017 - the driver's connection error
-            await step
-    finally:
-        blocker.rollback()
-        blocker.close()
+    await kill_while_waiting(
+        clean_db, "run step", ledger.persist_update(tid, run_id, {"messages": [reply()]})
+    )
 
     assert await stored(sessions, run_id) == ([], [])
     await ledger.persist_update(tid, run_id, {"messages": [reply()]})

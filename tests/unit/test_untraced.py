@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import langsmith
@@ -21,18 +20,7 @@ from langsmith._runtime_overrides import get_runtime_overrides
 
 from app.agents import untraced
 from app.agents.extractive import ExtractiveChatModel
-
-
-class _CountingExecutor(ThreadPoolExecutor):
-    """The loop's default executor, counting what is handed to a thread."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=2)
-        self.submitted = 0
-
-    def submit(self, *args: Any, **kwargs: Any) -> Any:
-        self.submitted += 1
-        return super().submit(*args, **kwargs)
+from tests.support.executors import CountingExecutor
 
 
 class _Passthrough(AgentMiddleware):
@@ -71,7 +59,7 @@ async def _thread_hops_of_one_turn() -> int:
         checkpointer=InMemorySaver(),
     )
     loop = asyncio.get_running_loop()
-    executor = _CountingExecutor()
+    executor = CountingExecutor()
     loop.set_default_executor(executor)
     try:
         result = await agent.ainvoke(

@@ -11,7 +11,8 @@ runs.py names them), with the same sources and the same values:
 - ``start_head`` (the claim's second statement, under the thread lock its look took): the
   thread's oldest queued request dispatched and its run started, running and leased to the
   caller, ``status: running`` with the request's id (nothing when the thread has no queued
-  request any more or a run is active on it: another worker was first);
+  request any more or a run is active on it: another worker was first). It is the only writer
+  of ``dispatched`` (``RunRequestRepository.withdraw`` is the only other way out of ``queued``);
 - ``heartbeat``: the lease of a run still the caller's extended (not a status change);
 - ``claim_resumable``: a run handed back (running, no lease holder, a ``resume_payload``) now
   leased to the caller, ``status: running`` (SKIP LOCKED: one claimer wins);

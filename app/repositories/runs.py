@@ -47,11 +47,18 @@ class RunRequestRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def mark(self, request_id: uuid.UUID, status: RequestStatus) -> None:
-        """Dispatched or cancelled: WaitRequest's followers (subscribed by the request id on
-        the run-events channel; ids never collide with run ids) are woken at commit."""
+    async def withdraw(self, request_id: uuid.UUID) -> None:
+        """A queued request cancelled before any worker took it (the caller holds the thread
+        lock and saw it queued); WaitRequest's followers (subscribed by the request id on the
+        run-events channel; ids never collide with run ids) are woken at commit.
+
+        The other way out of ``queued`` has one writer too: the claim's ``start_head``
+        (app/repositories/run_leases.py) dispatches a request and starts its run in one
+        statement, so no code path marks a request dispatched without its run."""
         await self.session.execute(
-            update(AgentRunRequest).where(AgentRunRequest.id == request_id).values(status=status)
+            update(AgentRunRequest)
+            .where(AgentRunRequest.id == request_id)
+            .values(status=RequestStatus.CANCELLED)
         )
         await self.session.execute(select(func.pg_notify(RUN_EVENTS_CHANNEL, str(request_id))))
 

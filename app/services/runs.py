@@ -154,7 +154,7 @@ class RunService:
             if request.status == RequestStatus.DISPATCHED:
                 raise RequestNotQueued("a run already took this request; cancel the run instead")
             if request.status == RequestStatus.QUEUED:
-                await requests.mark(request_id, RequestStatus.CANCELLED)
+                await requests.withdraw(request_id)
                 request = await requests.get_owned(request_id, owner_id)
             return RequestView(request, None)
 

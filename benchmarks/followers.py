@@ -37,7 +37,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import fresh_database, percentile, server_from_env, wait_ready
-from benchmarks.intake import API_KEY, READY_SECONDS, app_server, service_env
+from benchmarks.service import API_KEY, READY_SECONDS, app_server, service_env
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -30,8 +30,6 @@ from benchmarks.service import (
     worker_process,
 )
 
-TERMINAL = ("completed", "failed", "cancelled")
-
 
 # --- the service ---------------------------------------------------------------------------------
 @contextlib.contextmanager

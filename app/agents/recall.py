@@ -1,7 +1,8 @@
 """Total recall of offloaded tool results: the index entry of each original and full-text search.
 
 Why: a summary can only name so much. Every original the summary middleware offloads gets an
-entry in the thread's index, with its terms, once, when it is written (see
+entry in the thread's index, with its terms (of a result list: not the query it echoes, see
+``searchable_text``), once, when it is written (see
 ``Workdir.write_tool_result``; the model sees the index as ``index.jsonl``), and
 ``search_workdir`` finds text in any of them, however long ago it was summarized away, returning
 paths and character offsets that ``read_workdir_file`` follows. A search asks the index which
@@ -18,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from app.agents.retrieval import identity_of, result_identities
+from app.agents.retrieval import found_nothing, identity_of, result_identities
 from app.agents.terms import terms
 from app.agents.workdir import Workdir, WorkdirError, WorkdirIntegrityError, WorkdirPathError
 
@@ -111,6 +112,10 @@ async def _hit(
         return None  # never served as the original
     except (WorkdirError, WorkdirPathError):
         return None  # an original that cannot be read is not a hit
+    if found_nothing(text):
+        # Only its query matched: the index no longer holds such terms (``searchable_text``),
+        # but an entry written before that still may.
+        return None
     found = _best_passage(text, needle, words, snippet_chars)
     if found is None:
         return None

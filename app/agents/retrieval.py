@@ -179,6 +179,29 @@ def read_results(text: str) -> Results | None:
     return None
 
 
+#: Keys of a result list's envelope that describe the search, not what it found.
+_ENVELOPE_ECHO = ("query", "count", "total")
+
+
+def searchable_text(text: str) -> str:
+    """What of a tool output ``search_workdir`` may find: a result list's envelope without the
+    query it echoes and its counters (they describe the search, not what it found: an output
+    that found nothing holds nothing to recall), anything else whole."""
+    parsed = read_results(text)
+    if parsed is None or parsed.shape == "list":
+        return text
+    data = json.loads(text)
+    return json.dumps(
+        {k: v for k, v in data.items() if k not in _ENVELOPE_ECHO}, ensure_ascii=False
+    )
+
+
+def found_nothing(text: str) -> bool:
+    """A result list with no result and no answer: nothing in it to recall."""
+    parsed = read_results(text)
+    return parsed is not None and not parsed.items and parsed.answer is None
+
+
 def identity_of(entry: dict[str, Any]) -> dict[str, str]:
     """id / source / title / url / text of one result object (any shape ``read_item`` reads)."""
     item = read_item(entry)

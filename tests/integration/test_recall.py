@@ -65,3 +65,39 @@ async def test_fact_from_a_summarized_away_result_is_answered_with_its_source(
         assert resp.status_code == 200
         assert resp.text[top["offset"] : top["end"]] == top["snippet"]
         assert "41 days" in top["snippet"]
+
+
+async def test_searches_that_found_nothing_are_not_recalled_as_answers(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    """An empty knowledge base: every ``query_kb`` output only echoes its query. Once such
+    outputs are summarized away, a question like the earlier ones makes the model search the
+    Workdir; the echoed questions are not content, so the search finds nothing and the answer
+    says so instead of quoting an earlier question as if it were a result."""
+    async with app_factory(
+        summary_threshold=3000, tool_result_preview_tokens=300, summary_keep_recent_tokens=400
+    ) as h:
+        tid = await new_thread(h)
+        await run_turns(h, tid, [f"when does lease {i} expire?" for i in range(40)])
+        view = await state(h, tid)
+        assert view["summary"]["present"]
+        with psycopg.connect(libpq_url(clean_db), autocommit=True) as conn:
+            (indexed,) = conn.execute("SELECT count(*) FROM workdir_index").fetchone() or (0,)
+            (echoing,) = conn.execute(
+                "SELECT count(*) FROM workdir_index WHERE tsv @@ 'lease'::tsquery"
+            ).fetchone() or (0,)
+        assert indexed > 0  # the empty outputs were kept as originals all the same
+        assert echoing == 0  # but the questions they echo are not indexed as their content
+
+        await run_turns(h, tid, ["when does lease 99 expire?"])
+        history = await messages(h, tid)
+        asked = max(i for i, m in enumerate(history) if m["role"] == "user")
+        last_turn = history[asked + 1 :]
+        calls = [c["name"] for m in last_turn for c in (m.get("tool_calls") or [])]
+        assert calls == ["query_kb", "search_workdir"], last_turn
+        search = json.loads(
+            next(m for m in last_turn if m["role"] == "tool" and "hits" in m["content"])["content"]
+        )
+        assert search["hits"] == [], search
+        answer = last_turn[-1]["content"]
+        assert answer.startswith("I found nothing relevant"), answer

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.agents.retrieval import searchable_text
 from app.agents.storable import storable_text
 from app.agents.terms import terms
 from app.agents.workdir.base import (
@@ -128,7 +129,11 @@ class Workdir:
                 **index,
             }
             await self.index.add(
-                self.thread_key(thread_id), record.path, record.sha256, entry, terms(text)
+                self.thread_key(thread_id),
+                record.path,
+                record.sha256,
+                entry,
+                terms(searchable_text(text)),
             )
         return record
 
@@ -165,7 +170,12 @@ class Workdir:
                     **result.index,
                 }
                 if record.path not in rows:
-                    rows[record.path] = (record.path, record.sha256, entry, terms(text))
+                    rows[record.path] = (
+                        record.path,
+                        record.sha256,
+                        entry,
+                        terms(searchable_text(text)),
+                    )
                 indexed.append(i)
         if rows:
             try:
@@ -259,7 +269,7 @@ class Workdir:
                 entry["path"],
                 sha,
                 {**entry, "sha256": sha},
-                terms(text),
+                terms(searchable_text(text)),
             )
         return listed
 

@@ -41,6 +41,11 @@ from app.agents.workdir.index import IndexItem, MemoryIndex, WorkdirIndex
 from app.agents.workdir.local import LocalStore
 
 
+def _index_terms(text: str) -> set[str]:
+    """The terms an original is found by (of a result list, not the query it echoes)."""
+    return terms(searchable_text(text))
+
+
 @dataclass(slots=True)
 class WorkdirStream:
     """An opened file: its stored SHA-256 and size first, then the verified bytes.
@@ -133,7 +138,7 @@ class Workdir:
                 record.path,
                 record.sha256,
                 entry,
-                terms(searchable_text(text)),
+                _index_terms(text),
             )
         return record
 
@@ -174,7 +179,7 @@ class Workdir:
                         record.path,
                         record.sha256,
                         entry,
-                        terms(searchable_text(text)),
+                        _index_terms(text),
                     )
                 indexed.append(i)
         if rows:
@@ -269,7 +274,7 @@ class Workdir:
                 entry["path"],
                 sha,
                 {**entry, "sha256": sha},
-                terms(searchable_text(text)),
+                _index_terms(text),
             )
         return listed
 

@@ -4,13 +4,14 @@ its source, through the thread's offload index and ``search_workdir`` (real Post
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import psycopg
 import pytest
 
 from app.agents.workdir import INDEX_PATH
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory
+from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread, run_turns, state
 from tests.support.corpus import BIG_DOC
 
@@ -20,6 +21,17 @@ VAULT_DOC = (
     "Audit log exports run nightly to the archive bucket. "
     "Separately, master key rotation happens each 41 days under policy ZX-7."
 )
+
+
+async def answer_of_last_turn(h: AppHarness, tid: str) -> list[dict[str, Any]]:
+    """The messages after the thread's last user message."""
+    history = await messages(h, tid)
+    asked = max(i for i, m in enumerate(history) if m["role"] == "user")
+    return history[asked + 1 :]
+
+
+def tool_calls(turn: list[dict[str, Any]]) -> list[str]:
+    return [c["name"] for m in turn for c in (m.get("tool_calls") or [])]
 
 
 async def test_fact_from_a_summarized_away_result_is_answered_with_its_source(
@@ -49,11 +61,8 @@ async def test_fact_from_a_summarized_away_result_is_answered_with_its_source(
         assert INDEX_PATH in visible and "search_workdir" in visible
 
         await run_turns(h, tid, ["How often does master key rotation happen?"])
-        history = await messages(h, tid)
-        asked = max(i for i, m in enumerate(history) if m["role"] == "user")
-        last_turn = history[asked + 1 :]
-        calls = [c["name"] for m in last_turn for c in (m.get("tool_calls") or [])]
-        assert calls == ["query_kb", "search_workdir"], last_turn
+        last_turn = await answer_of_last_turn(h, tid)
+        assert tool_calls(last_turn) == ["query_kb", "search_workdir"], last_turn
         answer = last_turn[-1]["content"]
         assert "41 days" in answer
         assert f"[kb:{chunk_id}]" in answer
@@ -90,11 +99,8 @@ async def test_searches_that_found_nothing_are_not_recalled_as_answers(
         assert echoing == 0  # but the questions they echo are not indexed as their content
 
         await run_turns(h, tid, ["when does lease 99 expire?"])
-        history = await messages(h, tid)
-        asked = max(i for i, m in enumerate(history) if m["role"] == "user")
-        last_turn = history[asked + 1 :]
-        calls = [c["name"] for m in last_turn for c in (m.get("tool_calls") or [])]
-        assert calls == ["query_kb", "search_workdir"], last_turn
+        last_turn = await answer_of_last_turn(h, tid)
+        assert tool_calls(last_turn) == ["query_kb", "search_workdir"], last_turn
         search = json.loads(
             next(m for m in last_turn if m["role"] == "tool" and "hits" in m["content"])["content"]
         )

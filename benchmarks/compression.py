@@ -21,6 +21,7 @@ model, so summarizer calls are comparable. Reported per scenario and method:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import sys
@@ -227,9 +228,8 @@ def fmt_ms(pair: tuple[float, float] | None) -> str:
     return "-" if pair is None else f"{pair[0]:.2f}/{pair[1]:.2f}"
 
 
-async def main() -> None:
+async def main(kb_session_only: bool) -> None:
     started = time.perf_counter()
-    kb_session_only = "--kb-session" in sys.argv[1:]
     with tempfile.TemporaryDirectory(prefix="tk-bench-") as tmp:
         rows: list[dict[str, Any]] = []
         for seed, size in enumerate(() if kb_session_only else SIZES, start=1):
@@ -283,4 +283,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--kb-session", action="store_true", help="only the 60-turn query_kb session"
+    )
+    asyncio.run(main(parser.parse_args().kb_session))

@@ -68,8 +68,8 @@ RATE_LIMITED = Counter(
 
 
 def record_run_finished(status: str) -> None:
-    """A run reached a final status (called where that status is written: RunRepository's
-    complete/fail/cancel transitions). ``interrupted`` is not final and not counted."""
+    """A run reached a final status (called where that status is written: the run state
+    machine's transitions, app/repositories/run_leases.py). ``interrupted`` is not final and not counted."""
     if status in ("completed", "failed", "cancelled"):
         RUNS_FINISHED.labels(status).inc()
 

@@ -190,10 +190,9 @@ class RunClaims:
         Also notes in ``next_expiry_in`` when the next lease can run out (None: none held), so
         an idle claim loop checks again then, not on every poll."""
         async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            expired = await runs.expired()
+            expired = await RunRepository(session).expired()
             for run in expired:
-                await runs.fail(run.id, LEASE_EXPIRED)
+                await RunLeaseStatements(session).fail(run.id, LEASE_EXPIRED)
                 log.warning("run_lease_recovered", run_id=str(run.id))
                 metrics.LEASE_RECOVERIES.inc()
             self.next_expiry_in = await ClaimQueueRepository(session).seconds_to_next_expiry()

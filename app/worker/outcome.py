@@ -60,25 +60,24 @@ class RunOutcomes:
     async def release(self, claimed: ClaimedRun) -> None:
         """Hand a running run back (no lease holder) for another worker to continue."""
         async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            run = await runs.lock(claimed.run_id)
+            run = await RunRepository(session).lock(claimed.run_id)
             if run is None or not self._ours(run):
                 return
+            transitions = RunLeaseStatements(session)
             if run.cancel_requested:
-                await runs.cancel(claimed.run_id, CANCELLED)
+                await transitions.cancel(claimed.run_id, CANCELLED)
                 return
             marker = handoff_marker(self.holder, claimed.graph_input)
-            await runs.release(claimed.run_id, json_safe(marker))
+            await transitions.release(claimed.run_id, json_safe(marker))
 
     async def stopped(self, claimed: ClaimedRun) -> None:
         """The run's task was stopped (cancel requested, lease lost, task cancelled) without a
         handoff: ``cancelled`` by request, else ``failed`` (worker_stopped)."""
         async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            run = await runs.lock(claimed.run_id)
+            run = await RunRepository(session).lock(claimed.run_id)
             if run is None or run.status != RunStatus.RUNNING:
                 return
             if run.cancel_requested:
-                await runs.cancel(claimed.run_id, CANCELLED)
+                await RunLeaseStatements(session).cancel(claimed.run_id, CANCELLED)
             elif run.lease_holder == self.holder:
-                await runs.fail(claimed.run_id, WORKER_STOPPED)
+                await RunLeaseStatements(session).fail(claimed.run_id, WORKER_STOPPED)

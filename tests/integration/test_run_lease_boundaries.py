@@ -24,9 +24,8 @@ from app.db.models import (
 )
 from app.db.session import create_session_factory
 from app.repositories.run_leases import RunLeaseStatements
-from app.repositories.runs import RunRepository
 from app.worker.errors import CANCELLED
-from tests.integration.test_run_transitions import HOLDER, Sessions, started
+from tests.support.runs import HOLDER, Sessions, started
 from tests.support.statement_kill import kill_while_waiting
 
 pytestmark = pytest.mark.integration
@@ -146,7 +145,7 @@ async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back
     run_id = await started(sessions)
     marker = {"threadkeeper_handoff": {"holder": "gone-worker", "human": None}}
     async with sessions() as session, session.begin():
-        await RunRepository(session).release(run_id, marker)
+        await RunLeaseStatements(session).release(run_id, marker)
 
     def claim(leases: RunLeaseStatements) -> Awaitable[Any]:
         return leases.claim_resumable("next-worker", 30)

@@ -17,7 +17,7 @@ from app.db.models import AgentRun, Conversation, Message, RunEvent, RunStatus
 from app.db.run_events import DeltaEvent
 from app.db.session import create_session_factory
 from app.worker.ledger import LeaseLost, RunLedger
-from tests.integration.test_run_transitions import HOLDER, Sessions, started
+from tests.support.runs import HOLDER, Sessions, started
 from tests.support.statement_kill import kill_while_waiting
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,9 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agents.assembly import SummarizerOverride, build_registry
 from app.agents.graph import AgentRuntime
-from app.agents.registry import AgentRegistry, SummarizerOverride, build_registry
+from app.agents.registry import AgentRegistry
 from app.agents.spec import load_agent_specs
 from app.compression.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
@@ -170,7 +171,7 @@ async def build_container(
     await checkpointer.setup()
 
     workdir = open_workdir(settings.workdir, PgIndex(sessions))
-    kb = KnowledgeBaseService(sessions)
+    kb = KnowledgeBaseService(sessions, engine)
     agents = await build_registry(
         specs,
         settings,
@@ -184,6 +185,7 @@ async def build_container(
     worker = RunWorker(
         settings=settings.worker,
         sessions=sessions,
+        engine=engine,
         agents=agents,
         max_concurrent_runs=settings.worker.worker_concurrency,
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.session import autocommit
 from app.domain.errors import IdempotencyKeyReused
 from app.repositories.intake import IntakeRepository
 
@@ -56,8 +57,7 @@ class IntakeService:
         # One statement is its own transaction: autocommit saves the BEGIN and COMMIT round trips
         # (the statement commits or fails whole). A bare connection, no ORM Session: it has no
         # objects to track, and setting one up cost a tenth of PostMessage's CPU.
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             row = await IntakeRepository(conn).accept_user_message(
                 thread_id,
                 owner_id,

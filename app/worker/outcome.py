@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.db.models import AgentRun, RunStatus
 from app.db.run_events import RunError
+from app.db.session import autocommit
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, handoff_marker
@@ -27,8 +28,12 @@ class RunResult:
 
 
 class RunOutcomes:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], holder: str) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], holder: str, *, engine: AsyncEngine
+    ) -> None:
         self.sessions = sessions
+        #: The sessions' engine: one-statement writes need no ORM session, only a connection.
+        self.engine = engine
         self.holder = holder
 
     def _ours(self, run: AgentRun | None) -> bool:
@@ -36,18 +41,11 @@ class RunOutcomes:
             run is not None and run.status == RunStatus.RUNNING and run.lease_holder == self.holder
         )
 
-    @property
-    def engine(self) -> AsyncEngine:
-        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
-        engine: AsyncEngine = self.sessions.kw["bind"]
-        return engine
-
     async def finish(self, claimed: ClaimedRun, result: RunResult) -> None:
         """The run's outcome in one statement (app/repositories/run_leases.py): written only if
         this worker still holds the run (else it was recovered or cancelled meanwhile, and the
         other party wrote the outcome); a requested cancel wins over any outcome but completion."""
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             await RunLeaseStatements(conn).finish(
                 claimed.run_id,
                 self.holder,

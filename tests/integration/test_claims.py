@@ -165,7 +165,13 @@ async def test_two_workers_claiming_at_once_never_take_the_same_thread(
                 await post(h, tid, f"t{t}m{n}")
         settings = h.container.settings.worker
         workers = [
-            RunClaims(h.container.sessions, holder, settings.lease_seconds, 0)
+            RunClaims(
+                h.container.sessions,
+                holder,
+                settings.lease_seconds,
+                0,
+                engine=h.container.engine,
+            )
             for holder in ("worker-a", "worker-b")
         ]
         claimed: list[ClaimedRun] = []

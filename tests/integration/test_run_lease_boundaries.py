@@ -22,7 +22,7 @@ from app.db.models import (
     RunEvent,
     RunStatus,
 )
-from app.db.session import create_session_factory
+from app.db.session import autocommit, create_session_factory
 from app.repositories.run_leases import RunLeaseStatements
 from app.worker.errors import CANCELLED
 from tests.support.runs import HOLDER, Sessions, started
@@ -56,12 +56,11 @@ async def in_transaction(
         return await work(RunLeaseStatements(conn))
 
 
-async def autocommit(
+async def in_autocommit(
     engine: AsyncEngine, work: Callable[[RunLeaseStatements], Awaitable[Any]]
 ) -> Any:
     """As the worker runs the finish: one statement in autocommit."""
-    async with engine.connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
+    async with autocommit(engine) as conn:
         return await work(RunLeaseStatements(conn))
 
 
@@ -109,7 +108,7 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
     def finish(leases: RunLeaseStatements) -> Awaitable[Any]:
         return leases.finish(run_id, HOLDER, RunStatus.COMPLETED, cancel_error=CANCELLED)
 
-    await kill_while_waiting(clean_db, "run finish", autocommit(engine, finish))
+    await kill_while_waiting(clean_db, "run finish", in_autocommit(engine, finish))
 
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
@@ -122,7 +121,7 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
             == events_before
         )
 
-    assert await autocommit(engine, finish) == RunStatus.COMPLETED
+    assert await in_autocommit(engine, finish) == RunStatus.COMPLETED
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
         assert run is not None and run.status == RunStatus.COMPLETED
@@ -135,7 +134,7 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
         assert [e["status"] for e in finals][-1] == "completed"
         assert len(finals) == events_before + 1
     # Finished once: the lease is gone, a second finish writes nothing.
-    assert await autocommit(engine, finish) is None
+    assert await in_autocommit(engine, finish) is None
 
 
 async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back(
@@ -150,18 +149,18 @@ async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back
     def claim(leases: RunLeaseStatements) -> Awaitable[Any]:
         return leases.claim_resumable("next-worker", 30)
 
-    await kill_while_waiting(clean_db, "run claim_resumable", autocommit(engine, claim))
+    await kill_while_waiting(clean_db, "run claim_resumable", in_autocommit(engine, claim))
 
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
         assert run is not None
         assert (run.lease_holder, run.resume_payload) == (None, marker)
 
-    got = await autocommit(engine, claim)
+    got = await in_autocommit(engine, claim)
     assert got is not None and got.run_id == run_id and got.payload == marker
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
         assert run is not None
         assert (run.lease_holder, run.resume_payload) == ("next-worker", None)
     # Claimed once: nothing is handed back any more.
-    assert await autocommit(engine, claim) is None
+    assert await in_autocommit(engine, claim) is None

@@ -100,7 +100,7 @@ async def test_interrupt_respond_and_edit_decisions_are_checked_at_resume(
                 url, json={"decisions": [{"type": "edit", "args": args}]}, headers=AUTH
             )
             assert bad.status_code == 422, bad.text
-            assert bad.json()["error"] == "validation_error"
+            assert bad.json()["error"] == "invalid_tool_arguments"
             assert all(name in bad.json()["detail"] for name in names), bad.text
         no_message = await h.client.post(
             url, json={"decisions": [{"type": "respond"}]}, headers=AUTH

@@ -121,7 +121,7 @@ class LangGraphRunService:
                     "branching from an older checkpoint is not supported: run on the head"
                 )
         if ask.text is None:
-            return await self._resume(thread_id, owner_id, agent.agent_id, ask.resume)
+            return await self._resume(thread_id, owner_id, agent.id, ask.resume)
         async with self.sessions() as session, session.begin():
             conversations = ConversationRepository(session)
             conv = await conversations.lock(
@@ -132,7 +132,7 @@ class LangGraphRunService:
                 and await conversations.status(thread_id) != "idle"
             ):
                 raise ThreadBusy("the thread has a run or queued input (multitask_strategy=reject)")
-            await self._bind_assistant(session, conv.meta, thread_id, agent.agent_id)
+            await self._bind_assistant(session, conv.meta, thread_id, agent.id)
             row = await IntakeRepository(await session.connection()).accept_user_message(
                 thread_id,
                 owner_id,

@@ -25,7 +25,7 @@ from playwright.async_api import Browser, Page, Request, Route, async_playwright
 from app.config import Settings
 from app.container import Container, build_container
 from app.main import create_app
-from tests.conftest import API_KEY, AUTH, make_settings
+from tests.support.app_harness import API_KEY, AUTH, make_settings
 from tests.support.corpus import BIG_DOC
 from tests.support.openai_server import OpenAICompatibleServer
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import messages, run_turns
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.processes import ROOT, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -21,8 +21,8 @@ from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.errors import CANCELLED, LEASE_EXPIRED
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import new_thread
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 

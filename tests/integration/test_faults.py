@@ -21,8 +21,15 @@ from app.config import Settings
 from app.container import Container, build_container
 from app.db.urls import libpq_url
 from app.main import create_app
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory, AppHarness, make_settings
 from tests.support.api import assert_clean_503, messages, new_thread, run_turns, seed_kb, state
+from tests.support.app_harness import (
+    API_KEY,
+    AUTH,
+    OTHER_KEY,
+    AppFactory,
+    AppHarness,
+    make_settings,
+)
 from tests.support.corpus import BIG
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer, count_prompt_tokens

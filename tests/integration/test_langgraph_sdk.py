@@ -9,8 +9,8 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError
 
-from tests.conftest import API_KEY, AppFactory
 from tests.support.api import add_doc, seed_kb
+from tests.support.app_harness import API_KEY, AppFactory
 from tests.support.corpus import BIG
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer

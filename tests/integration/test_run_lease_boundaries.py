@@ -6,7 +6,6 @@ is stored, and the statement run again does its whole work once."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.models import (
     AgentRun,
     AgentRunRequest,
-    Conversation,
     RequestStatus,
     RunEvent,
     RunStatus,
@@ -25,27 +23,10 @@ from app.db.models import (
 from app.db.session import autocommit, create_session_factory
 from app.repositories.run_leases import RunLeaseStatements
 from app.worker.errors import CANCELLED
-from tests.support.runs import HOLDER, Sessions, started
+from tests.support.runs import HOLDER, queued, started
 from tests.support.statement_kill import kill_while_waiting
 
 pytestmark = pytest.mark.integration
-
-
-async def queued(sessions: Sessions) -> tuple[uuid.UUID, uuid.UUID]:
-    """A thread with one queued request."""
-    async with sessions() as session, session.begin():
-        conv = Conversation(id=uuid.uuid4(), owner_id="alice")
-        session.add(conv)
-        await session.flush()
-        request = AgentRunRequest(
-            id=uuid.uuid4(),
-            thread_id=conv.id,
-            seq=1,
-            payload={"content": "hi", "lc_id": "h1"},
-            status=RequestStatus.QUEUED,
-        )
-        session.add(request)
-    return conv.id, request.id
 
 
 async def in_transaction(

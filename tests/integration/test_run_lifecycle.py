@@ -14,8 +14,8 @@ import pytest
 from app.agents.middlewares.boundary import NOT_APPROVED
 from app.compression.tokens import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.api import add_doc, messages, new_thread
+from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, reaped
 from tests.support.waiting import wait_until

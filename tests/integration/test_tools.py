@@ -19,8 +19,8 @@ from app.compression.recall import index_fields
 from app.compression.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
 from app.services.knowledge_base import KnowledgeBaseService
-from tests.conftest import AUTH, AppFactory, make_settings
 from tests.support.api import messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory, make_settings
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.search_backend import LoopbackServer, SearchBackend
 

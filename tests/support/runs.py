@@ -16,9 +16,8 @@ HOLDER = "test-holder"
 Sessions = async_sessionmaker[AsyncSession]
 
 
-async def started(sessions: Sessions) -> uuid.UUID:
-    """A fresh thread with one dispatched request and its running run, leased to ``HOLDER``
-    (started by the claim's statement, the one home of a run's start)."""
+async def queued(sessions: Sessions) -> tuple[uuid.UUID, uuid.UUID]:
+    """A fresh thread with one queued request: (thread id, request id)."""
     async with sessions() as session, session.begin():
         conv = Conversation(id=uuid.uuid4(), owner_id="alice")
         session.add(conv)
@@ -33,10 +32,16 @@ async def started(sessions: Sessions) -> uuid.UUID:
             status=RequestStatus.QUEUED,
         )
         session.add(request)
-        await session.flush()
-        run = await RunLeaseStatements(session).start_head(conv.id, HOLDER, 30)
-        assert run is not None and run.request_id == request.id
-        assert (await session.get(AgentRunRequest, request.id, populate_existing=True)).status == (
-            RequestStatus.DISPATCHED
-        )
+    return conv.id, request.id
+
+
+async def started(sessions: Sessions) -> uuid.UUID:
+    """A fresh thread with one dispatched request and its running run, leased to ``HOLDER``
+    (started by the claim's statement, the one home of a run's start)."""
+    thread_id, request_id = await queued(sessions)
+    async with sessions() as session, session.begin():
+        run = await RunLeaseStatements(session).start_head(thread_id, HOLDER, 30)
+        assert run is not None and run.request_id == request_id
+        request = await session.get(AgentRunRequest, request_id, populate_existing=True)
+        assert request is not None and request.status == RequestStatus.DISPATCHED
         return run.run_id

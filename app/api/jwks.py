@@ -46,7 +46,7 @@ class JwksError(Exception):
 
 def usable_keys(document: Any) -> dict[str | None, dict[str, Any]]:
     """``kid`` -> JWK for the signing keys of a JWKS document. A key without ``kid`` is kept
-    under ``None`` only when it is the only one (a token without ``kid`` can then use it)."""
+    (under ``None``) only when it is the only one: nothing else could choose it."""
     if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
         raise JwksError("the JWKS is not a JSON object with a keys list")
     keys: dict[str | None, dict[str, Any]] = {}
@@ -96,24 +96,43 @@ class JwksCache:
 
     async def key_for(self, kid: str | None) -> dict[str, Any] | None:
         """The JWK that signed a token with this ``kid``; None when the IdP does not list it.
+        A token without ``kid`` gets the only key, when there is only one.
 
         Raises ``IdentityProviderUnavailable`` when no known key has this ``kid`` and the keys
         could not be fetched (the last attempt failed)."""
-        if not self._fresh() or kid not in self._keys:
+        if not self._fresh() or self._lookup(kid) is None:
             async with self._lock:  # one fetch for every request waiting on it
                 if self._due(kid):
                     await self._refresh()
-        jwk = self._keys.get(kid)
+        jwk = self._lookup(kid)
         if jwk is None and self._failed:
             raise IdentityProviderUnavailable()
         return jwk
+
+    async def changed_since(self, generation: int) -> bool:
+        """For a token without ``kid`` whose signature the only known key refused: fetch the
+        keys again (within the same rate limit as an unknown ``kid``) and say whether they
+        changed since ``generation`` (a rotation: check the token again)."""
+        async with self._lock:
+            if self.generation == generation and self._due(None, force=True):
+                await self._refresh()
+        if self.generation != generation:
+            return True
+        if self._failed:
+            raise IdentityProviderUnavailable()
+        return False
+
+    def _lookup(self, kid: str | None) -> dict[str, Any] | None:
+        if kid is None and len(self._keys) == 1:
+            return next(iter(self._keys.values()))
+        return self._keys.get(kid)
 
     def _fresh(self) -> bool:
         return self._fetched_at is not None and (
             self._clock() - self._fetched_at < self.cache_seconds
         )
 
-    def _due(self, kid: str | None) -> bool:
+    def _due(self, kid: str | None, *, force: bool = False) -> bool:
         """Whether this request should fetch (checked under the lock: a request that waited
         for another one's fetch finds it done and does not fetch again)."""
         if self._attempted_at is None:
@@ -121,7 +140,7 @@ class JwksCache:
         since = self._clock() - self._attempted_at
         if since < self.refresh_seconds:
             return False  # rate limit: unknown kids and retries after a failure
-        return not self._fresh() or kid not in self._keys
+        return force or not self._fresh() or self._lookup(kid) is None
 
     async def _refresh(self) -> None:
         self._attempted_at = self._clock()

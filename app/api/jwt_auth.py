@@ -145,25 +145,33 @@ class JwtVerifier:
             raise self._refuse("algorithm_not_allowed", None, signing_input, signature)
         if kid is not None and not isinstance(kid, str):
             raise self._refuse("malformed", alg, signing_input, signature)
-        jwk = await self.keys.key_for(kid)
-        if jwk is None:
-            raise self._refuse("unknown_key", alg, signing_input, signature)
-        key = self._key(kid, alg, jwk)
-        if key is None:
-            raise self._refuse("key_mismatch", alg, signing_input, signature)
-        try:
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=[alg],
-                audience=self.audiences,
-                issuer=self.issuer,
-                leeway=self.leeway,
-                options={"require": ["exp", "iss", "aud"], "enforce_minimum_key_length": True},
-            )
-        except jwt.PyJWTError as exc:
-            raise TokenRefused(_reason(exc)) from None
-        return self._principal(claims)
+        for attempt in (1, 2):
+            generation = self.keys.generation
+            jwk = await self.keys.key_for(kid)
+            if jwk is None:
+                raise self._refuse("unknown_key", alg, signing_input, signature)
+            key = self._key(kid, alg, jwk)
+            if key is None:
+                raise self._refuse("key_mismatch", alg, signing_input, signature)
+            try:
+                claims = jwt.decode(
+                    token,
+                    key,
+                    algorithms=[alg],
+                    audience=self.audiences,
+                    issuer=self.issuer,
+                    leeway=self.leeway,
+                    options={"require": ["exp", "iss", "aud"], "enforce_minimum_key_length": True},
+                )
+            except jwt.InvalidSignatureError:
+                # No kid names the key: after a rotation the only cached key is the old one.
+                if kid is None and attempt == 1 and await self.keys.changed_since(generation):
+                    continue
+                raise TokenRefused("bad_signature") from None
+            except jwt.PyJWTError as exc:
+                raise TokenRefused(_reason(exc)) from None
+            return self._principal(claims)
+        raise TokenRefused("bad_signature")  # pragma: no cover - the loop returns or raises
 
     def _refuse(
         self, reason: str, alg: str | None, signing_input: bytes, signature: bytes

@@ -77,7 +77,7 @@ class IdentityProvider:
             assert faketime, "faketime is missing: run scripts/ensure_faketime.sh"
             argv = [faketime, "-f", self.clock_offset, *argv]
         with self.log.open("ab") as sink:
-            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)  # noqa: ASYNC220 - returns at once
         await self._wait_ready()
 
     async def _wait_ready(self, timeout: float = 60) -> None:

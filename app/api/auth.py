@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import hmac
 import re
+import time
 import uuid
 from typing import Any, NoReturn
 
@@ -106,25 +107,35 @@ class Authenticator:
         """Sets ``connection.state.principal`` (and ``signed_in``) or raises ``InvalidToken``
         (or ``IdentityProviderUnavailable`` from the key fetch). ``jwt_ok``: the header may
         carry a JWT (``Authorization``; ``X-Api-Key`` is for keys only)."""
+        started = time.monotonic()
         principal = self.keys.principal_of_key(credential)
         if principal is not None:
             connection.state.principal = principal
             connection.state.signed_in = False
             return
         if self.tokens is None or not jwt_ok:
-            _refused(connection, "unknown_api_key")
+            await _refused(connection, "unknown_api_key", started)
         assert self.tokens is not None
         try:
             principal = await self.tokens.principal_for(credential)
         except TokenRefused as refused:
-            _refused(connection, refused.reason)
+            await _refused(connection, refused.reason, started)
         connection.state.principal = principal
         connection.state.signed_in = True
 
 
-def _refused(connection: ASGIConnection[Any, Any, Any, Any], reason: str) -> NoReturn:
+#: No refusal is answered sooner than this after the check began. The checks themselves take
+#: about 0.1 ms and differ by tens of microseconds by how far a forgery got (benchmarks/
+#: sign_in.py); waiting to a common floor leaves nothing of that in the answer's timing.
+REFUSAL_FLOOR_SECONDS = 0.002
+
+
+async def _refused(
+    connection: ASGIConnection[Any, Any, Any, Any], reason: str, started: float
+) -> NoReturn:
     metrics.AUTH_REFUSALS.labels(reason).inc()
     log.info("auth_refused", reason=reason, path=connection.url.path)
+    await asyncio.sleep(max(0.0, started + REFUSAL_FLOOR_SECONDS - time.monotonic()))
     raise InvalidToken()
 
 

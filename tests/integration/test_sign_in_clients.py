@@ -21,7 +21,13 @@ from langgraph_sdk.errors import NotFoundError
 
 from app.main import create_app
 from tests.conftest import API_KEY, AUTH, AppFactory, make_settings
-from tests.integration.test_generated_clients import BIN, CLIENTS, assert_flow, no_casts, run
+from tests.integration.test_generated_clients import (
+    CLIENTS,
+    assert_flow,
+    generate_python_client,
+    no_casts,
+    run,
+)
 from tests.support.corpus import BIG, BIG_DOC
 from tests.support.live_server import serve_in_loop, serve_in_thread
 from tests.support.oidc_provider import running_idp
@@ -88,23 +94,7 @@ def test_generated_python_client_runs_the_readme_flow_with_a_token(
             assert added.status_code == 201, added.text
             spec = tmp_path / "openapi.json"
             spec.write_bytes(httpx.get(f"{base_url}/schema/openapi.json").content)
-            config = tmp_path / "generator.yaml"
-            config.write_text("post_hooks: []\n")
-            run(
-                [
-                    str(BIN / "openapi-python-client"),
-                    "generate",
-                    "--path",
-                    str(spec),
-                    "--output-path",
-                    str(tmp_path / "threadkeeper_client"),
-                    "--meta",
-                    "none",
-                    "--config",
-                    str(config),
-                ],
-                tmp_path,
-            )
+            generate_python_client(spec, tmp_path)
             program = tmp_path / "python_flow.py"
             shutil.copy(CLIENTS / "python_flow.py", program)
             no_casts(program)

@@ -12,6 +12,7 @@ from __future__ import annotations
 STATUS: dict[str, int] = {
     "validation_error": 400,
     "unauthorized": 401,
+    "invalid_token": 401,
     "forbidden": 403,
     "not_found": 404,
     "method_not_allowed": 405,
@@ -41,6 +42,7 @@ STATUS: dict[str, int] = {
     "database_unavailable": 503,
     "database_not_migrated": 503,
     "streams_unavailable": 503,
+    "identity_provider_unavailable": 503,
     "workdir_unavailable": 507,
 }
 

@@ -27,7 +27,12 @@ from app.domain.errors import DomainError
 MEANINGS: dict[str, str] = {
     "validation_error": "malformed JSON, an unknown field, a bad value, parameter or id, "
     "two Authorization headers",
-    "unauthorized": "missing or wrong API key",
+    "unauthorized": "no credential: send `Authorization: Bearer <API key or token>`",
+    "invalid_token": "the bearer credential was refused: an unknown API key, or a token that is "
+    "invalid, expired or not issued for this service (`WWW-Authenticate: Bearer "
+    'error="invalid_token"`)',
+    "identity_provider_unavailable": "the token's signing key cannot be fetched from the "
+    "identity provider right now; retry after `Retry-After` s",
     "not_found": "no such resource for this principal",
     "method_not_allowed": "the path does not take this method",
     "request_timeout": "the request head did not arrive in time (the connection is closed)",
@@ -105,7 +110,8 @@ def declared_errors(handler: HTTPRouteHandler) -> dict[int, tuple[str, ...]]:
     stack = ["validation_error", "method_not_allowed", "request_timeout"]
     stack += ["request_header_too_large", "internal_error"]
     if _secured(handler):
-        stack += ["unauthorized", "rate_limited", "database_unavailable", "database_not_migrated"]
+        stack += ["unauthorized", "invalid_token", "rate_limited"]
+        stack += ["database_unavailable", "database_not_migrated", "identity_provider_unavailable"]
     pairs = _pairs(stack)
     if _reads_body(handler):
         pairs += _pairs(["payload_too_large"])

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
+from app.agents.recall import search_workdir
 from app.db.urls import libpq_url
 from app.repositories.agent_state import committed_state
 from tests.conftest import AUTH, AppFactory, AppHarness
@@ -189,3 +191,66 @@ async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result
             tools = [m for m in history if m["role"] == "tool"]
             assert [m["content"] for m in tools] == [sent[0]["content"]]
             await assert_view_answers_every_call(h, tid)
+
+
+class NulSearch(LoopbackServer):
+    """A SearxNG-style backend whose records carry NUL bytes and half an emoji (JSON escapes:
+    ``json.loads`` turns them into exactly what PostgreSQL cannot store)."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                results = [
+                    {
+                        "title": f"record\u0000{i} \ud83d",
+                        "url": f"https://records.example/{i}\u0000",
+                        "content": f"Lease record {i}\u0000 renews on heartbeat. " * 12,
+                        "score": 1 - i / 10,
+                    }
+                    for i in range(6)
+                ]
+                data = json.dumps({"query": "records", "results": results}).encode()
+                assert b"\\u0000" in data and b"\\ud83d" in data
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        super().__init__(Handler)
+
+
+async def test_nul_in_a_tool_result_is_offloaded_and_indexed(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """Issue 30 item 7: the Workdir index insert used to fail on the NUL the result's JSON
+    carried (``cannot index 1 originals: DBAPIError``), so every CompressContext of the thread
+    answered 507 workdir_unavailable and no compression could ever offload that result. The
+    index stores what the Workdir stores: storable text."""
+    agent = {
+        "id": "records",
+        "model": "offline",
+        "tools": ["web_search", "search_workdir", "read_workdir_file"],
+        "offline_lookup_tool": "web_search",
+        "compression": {"tool_result_preview_tokens": 60, "summary_keep_recent_tokens": 0},
+    }
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps({"agents": [agent]}))
+    with NulSearch() as backend:
+        async with app_factory(agents_file=str(path), web_search_url=backend.url) as h:
+            tid = await new_thread(h)
+            run = await post_and_wait(h, tid, "Which lease records renew?", set())
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+            resp = await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["offloaded"] == 1
+            # The index entry holds the result's identities as storable text, and a search
+            # finds the original through it.
+            index = await h.container.workdir.read_index(tid)
+            assert len(index) == 1
+            assert "\x00" not in json.dumps(index) and no_surrogates(json.dumps(index))
+            hits = await search_workdir(h.container.workdir, tid, "heartbeat record")
+            assert hits and hits[0].path == index[0]["path"]

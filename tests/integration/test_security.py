@@ -244,6 +244,11 @@ async def test_request_bodies_over_the_limit_get_413_and_store_nothing(
             headers=AUTH,
         )
         assert big_doc.status_code == 413 and big_doc.json()["error"] == "payload_too_large"
+        # The answer names the limit and the setting that raises it (issue 30).
+        assert big_doc.json()["detail"] == (
+            "the request body is over this server's limit of 2048 bytes "
+            "(THREADKEEPER_MAX_REQUEST_BYTES)"
+        )
         padded = await h.client.post(
             "/v1/threads",
             content=b'{"title": "padded"' + b" " * 4096 + b"}",
@@ -263,6 +268,7 @@ async def test_request_bodies_over_the_limit_get_413_and_store_nothing(
             headers={**AUTH, "content-type": "application/json"},
         )
         assert streamed.status_code == 413, streamed.text
+        assert "THREADKEEPER_MAX_REQUEST_BYTES" in streamed.json()["detail"]
         resume = await h.client.post(
             f"/v1/runs/{uuid.uuid4()}/resume",
             json={"decisions": [{"type": "reject", "message": "m" * 4000}]},

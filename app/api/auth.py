@@ -57,6 +57,11 @@ async def api_key_guard(
         # Not a list-valued field (RFC 9110): a proxy and a client that each added one would
         # otherwise be decided by header order, which neither of them controls.
         raise ValidationFailed("send exactly one Authorization header", field="Authorization")
+    if not credentials and "x-api-key" in connection.headers:
+        # The LangGraph door's header sent to /v1: say where the key goes (whatever the key,
+        # so the hint tells nothing about it). A stream token still works beside it.
+        if not (route.opt.get(STREAM_TOKEN_OPT) and QUERY_PARAMETER in connection.query_params):
+            raise NotAuthorizedException(X_API_KEY_HINT)
     if not credentials and route.opt.get(STREAM_TOKEN_OPT):
         connection.state.principal = _stream_token_principal(connection)
         return
@@ -65,6 +70,13 @@ async def api_key_guard(
     if principal is None:
         raise NotAuthorizedException("missing or invalid API key")
     connection.state.principal = principal
+
+
+#: The 401 detail for a /v1 request that carries only ``X-Api-Key``.
+X_API_KEY_HINT = (
+    "missing API key: /v1 takes it as 'Authorization: Bearer <key>' "
+    "(X-Api-Key is only read by the LangGraph API)"
+)
 
 
 def _stream_token_principal(connection: ASGIConnection[Any, Any, Any, Any]) -> str:

@@ -64,6 +64,9 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
                 assert resp.json()["error"] == "unauthorized"
                 assert resp.headers["www-authenticate"] == "Bearer"
                 assert API_KEY not in resp.text
+                # The LangGraph door's header alone gets told where /v1 takes the key.
+                hinted = "Authorization: Bearer <key>" in resp.json()["detail"]
+                assert hinted == (list(headers) == ["X-API-Key"]), (headers, resp.text)
             # With the right key the same request gets past the guard.
             ok = await h.client.request(method, url, json=body, headers=AUTH)
             assert ok.status_code != 401, (op["operationId"], ok.text)

@@ -57,11 +57,11 @@ async def api_key_guard(
         # Not a list-valued field (RFC 9110): a proxy and a client that each added one would
         # otherwise be decided by header order, which neither of them controls.
         raise ValidationFailed("send exactly one Authorization header", field="Authorization")
-    if not credentials and "x-api-key" in connection.headers:
-        # The LangGraph door's header sent to /v1: say where the key goes (whatever the key,
-        # so the hint tells nothing about it). A stream token still works beside it.
-        if not (route.opt.get(STREAM_TOKEN_OPT) and QUERY_PARAMETER in connection.query_params):
-            raise NotAuthorizedException(X_API_KEY_HINT)
+    # The LangGraph door's header sent to /v1: say where the key goes (whatever the key, so
+    # the hint tells nothing about it). A stream token still works beside it.
+    streams = route.opt.get(STREAM_TOKEN_OPT) and QUERY_PARAMETER in connection.query_params
+    if not credentials and not streams and "x-api-key" in connection.headers:
+        raise NotAuthorizedException(X_API_KEY_HINT)
     if not credentials and route.opt.get(STREAM_TOKEN_OPT):
         connection.state.principal = _stream_token_principal(connection)
         return

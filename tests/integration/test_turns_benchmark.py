@@ -88,20 +88,24 @@ def _alive(pid: int) -> bool:
     return False
 
 
-async def test_sigterm_stops_the_benchmark_and_the_servers_it_started(database_url: str) -> None:
-    """Issue 30: SIGTERM ended the benchmark at once and left what it started running (the
-    LangGraph reference, in a session of its own, and the Threadkeeper server children). Now
-    SIGTERM stops it as Ctrl-C does: every server it started is stopped with it."""
+def _start(script: str, args: list[str], database_url: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DATABASE_URL": database_url}
     env.pop("TEST_DATABASE_URL", None)
-    args = ["--phases", "capacity", "--layouts", "deploy", "--threads", "1", "--seconds", "600"]
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "benchmarks" / "turns.py"), *args, "--repeat", "1"],
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+
+
+async def test_sigterm_stops_the_benchmark_and_the_servers_it_started(database_url: str) -> None:
+    """Issue 30: SIGTERM ended the benchmark at once and left what it started running (the
+    LangGraph reference, in a session of its own, and the Threadkeeper server children). Now
+    SIGTERM stops it as Ctrl-C does: every server it started is stopped with it."""
+    args = ["--phases", "capacity", "--layouts", "deploy", "--threads", "1", "--seconds", "600"]
+    proc = _start("turns.py", [*args, "--repeat", "1"], database_url)
     children: list[int] = []
     try:
 

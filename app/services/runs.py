@@ -158,8 +158,11 @@ class RunService:
         on_resumed: Callable[[], None] | None = None,
         on_cancel: Callable[[uuid.UUID], None] | None = None,
         tools_of: Callable[[str], Mapping[str, BaseTool]] | None = None,
+        require_agent: Callable[[str], None] | None = None,
     ) -> None:
         self.sessions = sessions
+        #: ``AgentUnavailable`` for an agent that cannot run now (``AgentRegistry``).
+        self.require_agent = require_agent
         #: A thread's agent id -> its tools by name: edited tool arguments are checked against
         #: their schema (``AgentRegistry.tools_by_name``).
         self.tools_of = tools_of
@@ -239,6 +242,8 @@ class RunService:
             assert run is not None
             if run.status != RunStatus.INTERRUPTED:
                 raise InvalidState(f"run is {run.status.value}, not interrupted")
+            if self.require_agent is not None:
+                self.require_agent(conv.agent_id)  # nothing resumes into a run it cannot do
             tools = self.tools_of(conv.agent_id) if self.tools_of else {}
             payload = hitl_decisions(run.interrupt, decisions, tools)
             await runs.resume(run_id, payload)

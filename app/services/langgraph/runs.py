@@ -126,6 +126,8 @@ class LangGraphRunService:
 
     async def start(self, thread_id: uuid.UUID, owner_id: str, ask: RunInput) -> LangGraphRun:
         agent = find_agent(self.agents, ask.assistant_id)
+        if ask.text is not None:  # new input its agent cannot run now is refused (409)
+            self.agents.require_available(agent.agent_id)
         await self._ensure_thread(thread_id, owner_id, ask.if_not_exists)
         if ask.checkpoint_id is not None:
             head = await self.threads.head_checkpoint_id(thread_id)

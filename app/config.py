@@ -7,7 +7,7 @@ Libraries that read standard variables read them themselves: the S3 Workdir back
 ``AWS_*`` (obstore) and tracing takes ``OTEL_*`` (the OpenTelemetry SDK); the old
 ``THREADKEEPER_`` spellings of those still work for one release, with a logged warning
 (``DEPRECATED``). The defaults below are the only ones: ``.env.example`` is checked against them
-by a test. See README.
+by a test. See docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ class AgentSettings(_Group, frozen=True, kw_only=True):
     )
     #: Tools that need a human approval before they run (comma separated tool names).
     approval_tools: str = ""
-    #: TOML or JSON file registering the agents (see README "Agents"). Empty: one built-in
+    #: TOML or JSON file registering the agents (see docs/agents.md). Empty: one built-in
     #: ``default`` agent made of these settings.
     agents_file: str = ""
 

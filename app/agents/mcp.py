@@ -137,10 +137,14 @@ class McpServer:
         *,
         hold: bool = True,
         on_down: Callable[[str], None] | None = None,
+        agent_id: str = "",
     ) -> None:
         from langchain_mcp_adapters.client import MultiServerMCPClient
 
         self.name = spec.name
+        self.agent_id = agent_id
+        #: The tool names of the last listing.
+        self.tool_names: list[str] = []
         self.stdio = mcp_transport(spec) == "stdio"
         self.hold = hold and self.stdio
         self.on_down = on_down
@@ -161,14 +165,17 @@ class McpServer:
             if self.hold:
                 session = await self._session()
                 async with asyncio.timeout(MCP_START_SECONDS):
-                    return await load_mcp_tools(
+                    tools = await load_mcp_tools(
                         session,
                         connection=self._client.connections[self.name],
                         server_name=self.name,
                         tool_interceptors=[self._intercept],
                     )
-            async with asyncio.timeout(MCP_START_SECONDS):
-                return await self._client.get_tools(server_name=self.name)
+            else:
+                async with asyncio.timeout(MCP_START_SECONDS):
+                    tools = await self._client.get_tools(server_name=self.name)
+            self.tool_names = [t.name for t in tools]
+            return tools
         except McpUnavailable:
             raise
         except TimeoutError as exc:
@@ -225,7 +232,7 @@ class McpServer:
         raise AssertionError("unreachable")
 
     def _report_down(self, reason: str) -> None:
-        log.warning("mcp_server_down", server=self.name, reason=reason)
+        log.warning("mcp_server_down", agent_id=self.agent_id, server=self.name, reason=reason)
         if self.on_down is not None:
             self.on_down(reason)
 

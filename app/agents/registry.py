@@ -3,11 +3,10 @@ compression contract (its own summary middleware, approvals and tool-error handl
 
 ``AgentRegistry`` is the one accessor for "the registered agents" (``infos()``/``info(id)``:
 what GetAgent shows) and for "the runtime of this thread's agent" (``runtime(agent_id)``).
-An agent whose MCP server cannot be reached (at start, or later) is registered but
-*unavailable*: its reason in ``info(id).unavailable_reason``, new runs of its threads refused
-(``require_available``), and it is started again with backoff (``app.agents.recovery``) until it
-is available. A thread whose agent left the file is unavailable for good. Neither stops the
-service.
+An agent whose MCP server cannot be reached (at start, or later) is *unavailable* (the reason
+in ``info(id).unavailable_reason``; new runs of its threads refused by ``require_available``)
+and started again with backoff (``app.agents.recovery``); one that left the file is unavailable
+for good. Neither stops the service.
 """
 
 from __future__ import annotations
@@ -120,17 +119,12 @@ class AgentRegistry:
 
     # --- availability (issue 30) ----------------------------------------------------------------
     def install(self, runtime: AgentRuntime, info: AgentInfo) -> None:
-        self._runtimes[info.id] = runtime
-        self._infos[info.id] = info
+        self._runtimes[info.id], self._infos[info.id] = runtime, info
 
     def withdraw(self, info: AgentInfo) -> None:
         """The agent (``info`` saying why) takes no new run until it is installed again."""
         before = self._infos.get(info.id)
-        if (
-            info.id in self._runtimes
-            or before is None
-            or before.unavailable_reason != info.unavailable_reason
-        ):
+        if info.id in self._runtimes or before is None or before != info:  # news: logged once
             log.error("agent_unavailable", agent_id=info.id, reason=info.unavailable_reason)
         self._runtimes.pop(info.id, None)
         self._infos[info.id] = info
@@ -147,8 +141,7 @@ class AgentRegistry:
         return len(self._runtimes) < len(self._infos)
 
     def require_available(self, agent_id: str) -> None:
-        """``AgentUnavailable`` unless the agent can take a new run now; ``retry_after`` (the
-        next start attempt) while it is being retried."""
+        """``AgentUnavailable`` (``retry_after``: the next attempt) unless it can run now."""
         if agent_id in self._runtimes:
             return
         reason = self.unavailable_reason(agent_id) or removed_reason(agent_id)
@@ -235,7 +228,6 @@ async def build_registry(
     runs tools, so each stdio server stays up between calls (``app.agents.mcp``)."""
     state_graph = create_agent(model=ExtractiveChatModel(), tools=[], checkpointer=checkpointer)
     registry = AgentRegistry({}, {}, state_graph)
-    by_id = {spec.id: spec for spec in specs}
     servers: dict[str, list[McpServer]] = {}
     for spec in specs:
         servers[spec.id] = [
@@ -244,6 +236,7 @@ async def build_registry(
                 base_dir,
                 hold=hold_mcp_sessions,
                 on_down=partial(registry.mcp_down, spec.id),
+                agent_id=spec.id,
             )
             for server in spec.mcp_servers
         ]
@@ -277,7 +270,7 @@ async def build_registry(
         return runtime, _info(spec, settings, budget, tools, approvals, None)
 
     async def start(agent_id: str) -> None:
-        spec = by_id[agent_id]
+        spec = next(s for s in specs if s.id == agent_id)
         try:
             registry.install(*await assemble(spec))
         except (McpUnavailable, AgentsFileError) as exc:
@@ -354,6 +347,25 @@ def _provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChat
             f"agent {spec.id!r}: field '{field}': {which!r} cannot be built "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
         ) from exc
+
+
+def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The provider models the agent calls by role (``model``, ``summarizer``; offline ones
+    left out): (what names the endpoint and model: name, base URL, key variable; the model)."""
+    found: dict[str, tuple[tuple[str, ...], Any]] = {}
+    for role, which in (("model", spec.model), ("summarizer", spec.summarizer or spec.model)):
+        name = model_name(which, settings)
+        if name == OFFLINE:
+            continue
+        if which:
+            key = (which, spec.base_url, spec.api_key_env)
+            found[role] = key, _provider_model(spec, which, settings)
+        else:  # the THREADKEEPER_LLM_* endpoint (a summarizer may name its own model there)
+            m = settings.models
+            model = m.llm_model if role == "model" else (m.summary_model or m.llm_model)
+            key = (f"openai:{model}", m.llm_base_url, "THREADKEEPER_LLM_API_KEY")
+            found[role] = key, build_chat_model(m, model=model)
+    return found
 
 
 def _model(spec: AgentSpec, settings: Settings) -> BaseChatModel:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from app.repositories.agent_state import committed_state
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
-from tests.support.search_backend import LoopbackServer
+from tests.support.search_backend import FixedSearch
 
 pytestmark = pytest.mark.integration
 
@@ -33,29 +32,17 @@ CUT_EMOJI_JSON = "cut \\ud83d"
 STORED = "cut \ufffd"
 
 
-class CutEmojiSearch(LoopbackServer):
-    """A SearxNG-style backend whose result text ends in half an emoji."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                result = '{"title": "t", "url": "https://e.org", "content": "%s", "score": 1}'
-                data = ('{"results": [%s]}' % (result % CUT_EMOJI_JSON)).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        super().__init__(Handler)
+#: One result whose text ends in half an emoji.
+CUT_EMOJI_BODY = (
+    '{"results": [{"title": "t", "url": "https://e.org", "content": "'
+    + CUT_EMOJI_JSON
+    + '", "score": 1}]}'
+).encode()
 
 
 @pytest.fixture
-def search() -> Iterator[CutEmojiSearch]:
-    with CutEmojiSearch() as backend:
+def search() -> Iterator[FixedSearch]:
+    with FixedSearch(CUT_EMOJI_BODY) as backend:
         yield backend
 
 
@@ -80,7 +67,7 @@ async def post_and_wait(h: AppHarness, tid: str, text: str, exclude: set[str]) -
 
 
 async def test_cut_emoji_in_a_tool_result_is_stored_and_the_thread_goes_on(
-    app_factory: AppFactory, search: CutEmojiSearch
+    app_factory: AppFactory, search: FixedSearch
 ) -> None:
     with OpenAICompatibleServer() as llm:
         async with app_factory(
@@ -144,7 +131,7 @@ async def test_cut_emoji_in_the_model_answer_and_arguments_is_stored(
 
 
 async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result(
-    app_factory: AppFactory, clean_db: str, search: CutEmojiSearch
+    app_factory: AppFactory, clean_db: str, search: FixedSearch
 ) -> None:
     """A run that fails after its tool finished but before the step was checkpointed (here the
     tool message insert is refused by a trigger, as the surrogate used to be): the tool's
@@ -193,34 +180,21 @@ async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result
             await assert_view_answers_every_call(h, tid)
 
 
-class NulSearch(LoopbackServer):
-    """A SearxNG-style backend whose records carry NUL bytes and half an emoji (JSON escapes:
-    ``json.loads`` turns them into exactly what PostgreSQL cannot store)."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                results = [
-                    {
-                        "title": f"record\u0000{i} \ud83d",
-                        "url": f"https://records.example/{i}\u0000",
-                        "content": f"Lease record {i}\u0000 renews on heartbeat. " * 12,
-                        "score": 1 - i / 10,
-                    }
-                    for i in range(6)
-                ]
-                data = json.dumps({"query": "records", "results": results}).encode()
-                assert b"\\u0000" in data and b"\\ud83d" in data
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        super().__init__(Handler)
+def nul_records() -> bytes:
+    """Records carrying NUL bytes and half an emoji as JSON escapes (``json.loads`` turns them
+    into exactly what PostgreSQL cannot store)."""
+    results = [
+        {
+            "title": f"record\u0000{i} \ud83d",
+            "url": f"https://records.example/{i}\u0000",
+            "content": f"Lease record {i}\u0000 renews on heartbeat. " * 12,
+            "score": 1 - i / 10,
+        }
+        for i in range(6)
+    ]
+    data = json.dumps({"query": "records", "results": results}).encode()
+    assert b"\\u0000" in data and b"\\ud83d" in data
+    return data
 
 
 async def test_nul_in_a_tool_result_is_offloaded_and_indexed(
@@ -239,7 +213,7 @@ async def test_nul_in_a_tool_result_is_offloaded_and_indexed(
     }
     path = tmp_path / "agents.json"
     path.write_text(json.dumps({"agents": [agent]}))
-    with NulSearch() as backend:
+    with FixedSearch(nul_records()) as backend:
         async with app_factory(agents_file=str(path), web_search_url=backend.url) as h:
             tid = await new_thread(h)
             run = await post_and_wait(h, tid, "Which lease records renew?", set())

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 # The console's browser tests drive Debian's chromium (installed here when missing; needs root/sudo).
 scripts/ensure_chromium.sh
+# The sign-in tests run the identity provider with a skewed clock (Debian's faketime).
+scripts/ensure_faketime.sh
 .venv/bin/ruff check app tests benchmarks
 .venv/bin/mypy app
 # The architecture contract (layers, no cycles): [tool.importlinter] in pyproject.toml.

@@ -239,27 +239,27 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s.
- * @typedef {("database_unavailable" | "database_not_migrated")} DatabaseUnavailableOrDatabaseNotMigratedCode
+ * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `identity_provider_unavailable`: the token's signing key cannot be fetched from the identity provider right now; retry after `Retry-After` s.
+ * @typedef {("database_unavailable" | "database_not_migrated" | "identity_provider_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableCode
  */
 
 /**
- * An ErrorBody whose `error` is `database_unavailable` or `database_not_migrated`.
- * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedError
- * @property {DatabaseUnavailableOrDatabaseNotMigratedCode} error
+ * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated` or `identity_provider_unavailable`.
+ * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableError
+ * @property {DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
 
 /**
- * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `streams_unavailable`: this process follows as many runs as it can or is shutting down; refused before the stream starts, retry.
- * @typedef {("database_unavailable" | "database_not_migrated" | "streams_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode
+ * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `streams_unavailable`: this process follows as many runs as it can or is shutting down; refused before the stream starts, retry / `identity_provider_unavailable`: the token's signing key cannot be fetched from the identity provider right now; retry after `Retry-After` s.
+ * @typedef {("database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableCode
  */
 
 /**
- * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated` or `streams_unavailable`.
- * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError
- * @property {DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode} error
+ * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated`, `streams_unavailable` or `identity_provider_unavailable`.
+ * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableError
+ * @property {DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
@@ -323,7 +323,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -759,14 +759,14 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes UnauthorizedError carries: `unauthorized`: missing or wrong API key.
- * @typedef {("unauthorized")} UnauthorizedCode
+ * The `error` codes UnauthorizedOrInvalidTokenError carries: `unauthorized`: no credential: send `Authorization: Bearer <API key or token>` / `invalid_token`: the bearer credential was refused: an unknown API key, or a token that is invalid, expired or not issued for this service (`WWW-Authenticate: Bearer error="invalid_token"`).
+ * @typedef {("unauthorized" | "invalid_token")} UnauthorizedOrInvalidTokenCode
  */
 
 /**
- * An ErrorBody whose `error` is `unauthorized`.
- * @typedef {Object} UnauthorizedError
- * @property {UnauthorizedCode} error
+ * An ErrorBody whose `error` is `unauthorized` or `invalid_token`.
+ * @typedef {Object} UnauthorizedOrInvalidTokenError
+ * @property {UnauthorizedOrInvalidTokenCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
@@ -827,14 +827,14 @@ async function request(config, op, args, options) {
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -851,7 +851,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -859,7 +859,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function cancelRequest(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -874,7 +874,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -882,7 +882,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -899,7 +899,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<CompressOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -909,7 +909,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
  * @throws {ApiError} 502 compression_failed
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  * @throws {ApiError} 507 workdir_unavailable
  */
 export function compressContext(config, args = {}, options = {}) {
@@ -927,14 +927,14 @@ export function compressContext(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<StreamTokenOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function createStreamToken(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/stream-token", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -950,7 +950,7 @@ export function createStreamToken(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 413 payload_too_large
@@ -958,7 +958,7 @@ export function createStreamToken(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -974,14 +974,14 @@ export function createThread(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function deleteDocument(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/knowledge-bases/{kb}/documents/{document_id}", "pathParams": ["kb", "document_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -996,7 +996,7 @@ export function deleteDocument(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1004,7 +1004,7 @@ export function deleteDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1019,14 +1019,14 @@ export function deleteThread(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getAgent(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents/{agent_id}", "pathParams": ["agent_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1041,14 +1041,14 @@ export function getAgent(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentStateOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1065,14 +1065,14 @@ export function getAgentState(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1087,14 +1087,14 @@ export function getRequest(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1109,14 +1109,14 @@ export function getRun(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1147,13 +1147,13 @@ export function health(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentList>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listAgents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents", "pathParams": [], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1169,13 +1169,13 @@ export function listAgents(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentPage>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listDocuments(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
@@ -1192,14 +1192,14 @@ export function listDocuments(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -1215,14 +1215,14 @@ export function listMessages(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunList>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -1238,13 +1238,13 @@ export function listRuns(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadPage>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
@@ -1261,7 +1261,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<PostMessageOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1271,7 +1271,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -1286,14 +1286,14 @@ export function postMessage(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1328,7 +1328,7 @@ export function ready(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1338,7 +1338,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -1355,13 +1355,13 @@ export function resumeRun(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<KbSearchOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -1380,14 +1380,14 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited / too_many_streams
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable / streams_unavailable
  */
 export function streamRunEvents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after", "stream_token"], "hasBody": false, "auth": true}, args, options);
@@ -1404,7 +1404,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1413,7 +1413,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function updateThread(config, args = {}, options = {}) {
   return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -1431,14 +1431,14 @@ export function updateThread(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited / too_many_streams
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable / streams_unavailable
  */
 export function waitRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}/wait", "pathParams": ["request_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);
@@ -1456,14 +1456,14 @@ export function waitRequest(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited / too_many_streams
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable / streams_unavailable
  */
 export function waitRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.agents.graph import AgentRuntime
 from app.agents.registry import AgentRegistry, SummarizerOverride, build_registry
 from app.agents.spec import load_agent_specs
-from app.agents.workdir import PgIndex, Workdir, open_workdir
+from app.compression.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
 from app.db.checkpointer import BoundedPostgresSaver, check_pooled, stamp_returned
 from app.db.embedded import start_embedded_postgres

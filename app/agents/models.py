@@ -1,22 +1,22 @@
-"""Which chat model a deployment gets (its summarizer: ``app.agents.summarizers``).
+"""Which chat model and summarizer a deployment gets.
 
 Why: one place decides between a real OpenAI-compatible endpoint (``llm_base_url`` set) and the
-offline extractive default, so the agent factory never branches on configuration itself.
+offline extractive default (``app.offline``), so the agent factory never branches on
+configuration itself.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from app.agents.extractive import ExtractiveChatModel
-from app.config import ModelSettings
+from app.compression.summarizers import Summarizer, llm_summarizer
+from app.config import CompressionSettings, ModelSettings
+from app.offline.extractive import ExtractiveChatModel
+from app.offline.summarizer import ExtractiveSummarizer
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["build_chat_model", "init_provider_model"]
+__all__ = ["build_chat_model", "build_summarizer", "init_provider_model"]
 
 
 def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:
@@ -38,6 +38,15 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
         max_retries=0,
         stream_usage=True,
     )
+
+
+def build_summarizer(settings: ModelSettings, compression: CompressionSettings) -> Summarizer:
+    """``LLMSummarizer`` on the configured endpoint (``summary_model`` or ``llm_model``), else
+    the offline ``ExtractiveSummarizer``."""
+    if not settings.llm_base_url:
+        return ExtractiveSummarizer()
+    model = build_chat_model(settings, model=settings.summary_model or settings.llm_model)
+    return llm_summarizer(model, compression)
 
 
 def init_provider_model(

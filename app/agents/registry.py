@@ -26,12 +26,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.agents.budget import Budget, agent_budget_misfit
-from app.agents.extractive import ExtractiveChatModel
 from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.mcp import McpServer, McpUnavailable
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.models import build_chat_model, init_provider_model
+from app.agents.models import build_chat_model, build_summarizer, init_provider_model
 from app.agents.recovery import Recovery
 from app.agents.spec import (
     DEFAULT_AGENT_ID,
@@ -43,17 +40,16 @@ from app.agents.spec import (
     import_object,
     load_agent_specs,
 )
-from app.agents.summarizers import (
-    ExtractiveSummarizer,
-    Summarizer,
-    build_summarizer,
-    llm_summarizer,
-)
-from app.agents.tool_names import WEB_SEARCH
 from app.agents.tools import KbSearch, build_tools
-from app.agents.workdir import Workdir
+from app.compression.budget import Budget, agent_budget_misfit
+from app.compression.summarizers import Summarizer, llm_summarizer
+from app.compression.summary import ContextCompressor
+from app.compression.tool_names import WEB_SEARCH
+from app.compression.workdir import Workdir
 from app.config import CompressionSettings, Settings
 from app.domain.errors import AgentUnavailable, UnknownAgent
+from app.offline.extractive import ExtractiveChatModel
+from app.offline.summarizer import ExtractiveSummarizer
 
 log = structlog.get_logger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from app.agents.tool_names import BUILTIN_TOOLS, QUERY_KB
+from app.compression.tool_names import BUILTIN_TOOLS, QUERY_KB
 from app.config import CompressionSettings, Settings
 
 #: The capability that lets a thread's context be compressed on request (CompressContext).
@@ -88,7 +88,7 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     summarizer: str = ""
     #: Empty: ``THREADKEEPER_SYSTEM_PROMPT``.
     system_prompt: str = ""
-    #: Built-in tools by name (``app.agents.tool_names.BUILTIN_TOOLS``); unset: query_kb and
+    #: Built-in tools by name (``app.compression.tool_names.BUILTIN_TOOLS``); unset: query_kb and
     #: the Workdir tools, plus web_search when ``THREADKEEPER_WEB_SEARCH_URL`` is set.
     tools: list[str] | None = None
     #: The knowledge base ``query_kb`` searches.

@@ -36,7 +36,7 @@ async def check_mcp_servers(ctx: CheckContext, report: Report) -> None:
     from pathlib import Path
 
     from app.agents.registry import build_registry
-    from app.agents.workdir import Workdir
+    from app.compression.workdir import Workdir
 
     settings, specs = ctx.settings, ctx.specs
     assert settings is not None and specs is not None

@@ -14,7 +14,7 @@ import httpx
 import openai
 from langchain_core.exceptions import ModelError
 
-from app.agents.overflow import is_context_overflow
+from app.compression.overflow import is_context_overflow
 from app.db.errors import is_connection_error, raised_in_modules
 from app.db.run_events import RunError
 

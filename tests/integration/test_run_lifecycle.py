@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from app.agents.middlewares.boundary import NOT_APPROVED
-from app.agents.tokens import REQUEST_TOKENS_KEY
+from app.compression.tokens import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.api import add_doc, messages, new_thread

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from app.agents.recall import search_workdir
+from app.compression.recall import search_workdir
 from app.db.urls import libpq_url
 from app.repositories.agent_state import committed_state
 from tests.conftest import AUTH, AppFactory, AppHarness

@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.agents.retrieval import searchable_text
-from app.agents.storable import storable_text, storable_value
-from app.agents.terms import terms
-from app.agents.workdir.base import (
+from app.compression.retrieval import searchable_text
+from app.compression.storable import storable_text, storable_value
+from app.compression.terms import terms
+from app.compression.workdir.base import (
     INDEX_PATH,
     TOOL_RESULTS_DIR,
     OffloadRecord,
@@ -36,9 +36,9 @@ from app.agents.workdir.base import (
     check_relpath,
     safe_name,
 )
-from app.agents.workdir.base import thread_key as _thread_key
-from app.agents.workdir.index import IndexItem, MemoryIndex, WorkdirIndex
-from app.agents.workdir.local import LocalStore
+from app.compression.workdir.base import thread_key as _thread_key
+from app.compression.workdir.index import IndexItem, MemoryIndex, WorkdirIndex
+from app.compression.workdir.local import LocalStore
 
 
 def _index_item(path: str, sha256: str, entry: Mapping[str, object], text: str) -> IndexItem:

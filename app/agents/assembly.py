@@ -1,6 +1,8 @@
 """Every agent assembled by Threadkeeper itself, so none escapes the compression contract (its
 own summary middleware, approvals and tool-error handling): ``build_registry`` at start, and
-``preflight``, the same checks without MCP servers or a database (``python -m app check``).
+``preflight``, the same checks without MCP servers or a database (``python -m app serve|worker``
+before anything starts, and ``python -m app check``). An agent that cannot start now (an MCP
+server down) is withdrawn and retried (``app.agents.recovery``).
 
 Its parts have their own homes: the model and summarizer (``app.agents.models``), the tools and
 approvals (``app.agents.toolset``), what is shown of an agent (``app.agents.info``), the graph
@@ -10,18 +12,19 @@ approvals (``app.agents.toolset``), what is shown of an agent (``app.agents.info
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import structlog
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.info import AgentInfo, agent_info
-from app.agents.mcp import McpUnavailable
+from app.agents.mcp import McpServer, McpUnavailable
 from app.agents.models import agent_model, agent_summarizer
+from app.agents.recovery import Recovery
 from app.agents.registry import AgentRegistry
 from app.agents.spec import AgentsFileError, AgentSpec, budget_of, load_agent_specs
 from app.agents.tools import KbSearch
@@ -34,8 +37,6 @@ from app.config import CompressionSettings, Settings
 from app.offline.extractive import ExtractiveChatModel
 
 __all__ = ["SummarizerOverride", "build_registry", "preflight"]
-
-log = structlog.get_logger(__name__)
 
 #: Tests hand one summarizer for every agent, or one per agent id.
 SummarizerOverride = Summarizer | Mapping[str, Summarizer] | None
@@ -51,23 +52,32 @@ async def build_registry(
     model: BaseChatModel | None = None,
     summarizer: SummarizerOverride = None,
     base_dir: Path | None = None,
+    hold_mcp_sessions: bool = True,
 ) -> AgentRegistry:
     """Assemble every agent. ``model``/``summarizer`` replace the configured ones (tests).
     Configuration errors raise ``AgentsFileError``; an MCP server that cannot be reached makes
-    only its agent unavailable."""
-    runtimes: dict[str, AgentRuntime] = {}
-    infos: dict[str, AgentInfo] = {}
+    only its agent unavailable, until a retry reaches it. ``hold_mcp_sessions``: this process
+    runs tools, so each stdio server stays up between calls (``app.agents.mcp``)."""
+    state_graph = create_agent(model=ExtractiveChatModel(), tools=[], checkpointer=checkpointer)
+    registry = AgentRegistry({}, {}, state_graph)
+    servers: dict[str, list[McpServer]] = {}
     for spec in specs:
+        servers[spec.id] = [
+            McpServer(
+                server,
+                base_dir,
+                hold=hold_mcp_sessions,
+                on_down=partial(registry.mcp_down, spec.id),
+                agent_id=spec.id,
+            )
+            for server in spec.mcp_servers
+        ]
+        registry.mcp_servers.extend(servers[spec.id])
+
+    async def assemble(spec: AgentSpec) -> tuple[AgentRuntime, AgentInfo]:
         budget = budget_of(spec, settings)
-        try:
-            tools = await agent_tools(spec, settings, search_kb, workdir, base_dir)
-            approvals = agent_approvals(spec, settings, tools)
-        except (McpUnavailable, AgentsFileError) as exc:
-            # Static mistakes were refused by ``preflight``; what is left came from an MCP
-            # server (down, or its tools not what the file expects): this agent only.
-            log.error("agent_unavailable", agent_id=spec.id, reason=str(exc))
-            infos[spec.id] = agent_info(spec, settings, budget, [], frozenset(), str(exc))
-            continue
+        tools = await agent_tools(spec, settings, search_kb, workdir, servers[spec.id])
+        approvals = agent_approvals(spec, settings, tools)
         system_prompt = spec.system_prompt or settings.agent.system_prompt
         # ``preflight`` refused static misfits at start (budgets built in code, as the tests do,
         # are the caller's); an MCP server's tool schemas arrive only now, so check those here.
@@ -75,9 +85,7 @@ async def build_registry(
             Budget.of(budget), system_message=system_prompt, tools=tools, agent=spec.id
         )
         if misfit:
-            log.error("agent_unavailable", agent_id=spec.id, reason=misfit)
-            infos[spec.id] = agent_info(spec, settings, budget, [], frozenset(), misfit)
-            continue
+            raise AgentsFileError(misfit)
         compressor = ContextCompressor.from_settings(
             budget, summarizer=_summarizer(spec, settings, budget, summarizer), workdir=workdir
         )
@@ -91,10 +99,26 @@ async def build_registry(
             recursion_limit=spec.recursion_limit,
             agent_id=spec.id,
         )
-        runtimes[spec.id] = runtime
-        infos[spec.id] = agent_info(spec, settings, budget, tools, approvals, None)
-    state_graph = create_agent(model=ExtractiveChatModel(), tools=[], checkpointer=checkpointer)
-    return AgentRegistry(runtimes, infos, state_graph)
+        return runtime, agent_info(spec, settings, budget, tools, approvals, None)
+
+    async def start(agent_id: str) -> None:
+        spec = next(s for s in specs if s.id == agent_id)
+        try:
+            registry.install(*await assemble(spec))
+        except (McpUnavailable, AgentsFileError) as exc:
+            # Static mistakes were refused by ``preflight``; what is left came from an MCP
+            # server (down, or its tools not what the file expects): this agent only.
+            budget = budget_of(spec, settings)
+            registry.withdraw(agent_info(spec, settings, budget, [], frozenset(), str(exc)))
+            raise
+
+    registry.recovery = Recovery(start)
+    for spec in specs:
+        try:
+            await start(spec.id)
+        except (McpUnavailable, AgentsFileError):
+            registry.recovery.schedule(spec.id)
+    return registry
 
 
 def preflight(settings: Settings) -> list[AgentSpec]:

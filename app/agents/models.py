@@ -27,6 +27,7 @@ __all__ = [
     "init_provider_model",
     "is_offline",
     "model_name",
+    "provider_models",
 ]
 
 
@@ -61,6 +62,24 @@ def agent_summarizer(
     if not which:
         return build_summarizer(settings.models, budget)  # today's: THREADKEEPER_SUMMARY_MODEL
     return llm_summarizer(_provider_model(spec, which, settings), budget)
+
+
+def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The provider models the agent calls by role (``model``, ``summarizer``; offline ones
+    left out): (what names the endpoint and model: name, base URL, key variable; the model)."""
+    found: dict[str, tuple[tuple[str, ...], Any]] = {}
+    for role, which in (("model", spec.model), ("summarizer", spec.summarizer or spec.model)):
+        if is_offline(which, settings.models):
+            continue
+        if which:
+            key = (which, spec.base_url, spec.api_key_env)
+            found[role] = key, _provider_model(spec, which, settings)
+        else:  # the THREADKEEPER_LLM_* endpoint (a summarizer may name its own model there)
+            m = settings.models
+            model = m.llm_model if role == "model" else (m.summary_model or m.llm_model)
+            key = (f"openai:{model}", m.llm_base_url, "THREADKEEPER_LLM_API_KEY")
+            found[role] = key, build_chat_model(m, model=model)
+    return found
 
 
 def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:

@@ -2,23 +2,30 @@
 (``infos()``/``info(id)``: what GetAgent shows) and for "the runtime of this thread's agent"
 (``runtime(agent_id)``). ``app.agents.assembly`` builds it.
 
-An agent whose MCP server could not be reached at start is registered but *unavailable* (its
-reason in ``info(id).unavailable_reason``; its threads' runs fail with ``agent_unavailable``);
-a thread whose agent left the file is treated the same way. Neither stops the service.
+An agent whose MCP server cannot be reached (at start, or later) is *unavailable* (the reason
+in ``info(id).unavailable_reason``; new runs of its threads refused by ``require_available``)
+and started again with backoff (``app.agents.recovery``); one that left the file is unavailable
+for good. Neither stops the service.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import structlog
 from langchain_core.tools import BaseTool
 
 from app.agents.graph import AgentRuntime
 from app.agents.info import AgentInfo
+from app.agents.mcp import McpServer
+from app.agents.recovery import Recovery
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.errors import AgentUnavailable, UnknownAgent
 
 __all__ = ["AgentRegistry", "removed_reason"]
+
+log = structlog.get_logger(__name__)
 
 
 def removed_reason(agent_id: str) -> str:
@@ -38,6 +45,51 @@ class AgentRegistry:
         self._infos = infos
         #: Reads/deletes checkpoints of a thread whose agent is unavailable.
         self.state_graph = state_graph
+        #: Starts unavailable agents again (set by ``build_registry``).
+        self.recovery: Recovery | None = None
+        #: Every MCP server of every agent (stopped by ``close``).
+        self.mcp_servers: list[McpServer] = []
+
+    # --- availability (issue 30) ----------------------------------------------------------------
+    def install(self, runtime: AgentRuntime, info: AgentInfo) -> None:
+        self._runtimes[info.id], self._infos[info.id] = runtime, info
+
+    def withdraw(self, info: AgentInfo) -> None:
+        """The agent (``info`` saying why) takes no new run until it is installed again."""
+        before = self._infos.get(info.id)
+        if info.id in self._runtimes or before is None or before != info:  # news: logged once
+            log.error("agent_unavailable", agent_id=info.id, reason=info.unavailable_reason)
+        self._runtimes.pop(info.id, None)
+        self._infos[info.id] = info
+
+    def mcp_down(self, agent_id: str, reason: str) -> None:
+        """An MCP server of the (running) agent stopped answering: withdrawn, retried."""
+        info = self._infos.get(agent_id)
+        if agent_id in self._runtimes and info is not None and self.recovery is not None:
+            self.withdraw(dataclasses.replace(info, unavailable_reason=reason))
+            self.recovery.schedule(agent_id)
+
+    def unavailable(self) -> bool:
+        """Whether any registered agent is unavailable now (cheap: asked on every intake)."""
+        return len(self._runtimes) < len(self._infos)
+
+    def require_available(self, agent_id: str) -> None:
+        """``AgentUnavailable`` (``retry_after``: the next attempt) unless it can run now."""
+        if agent_id in self._runtimes:
+            return
+        reason = self.unavailable_reason(agent_id) or removed_reason(agent_id)
+        retry = self.recovery.retry_in(agent_id) if self.recovery is not None else None
+        detail = f"the thread's agent is unavailable: {reason}"
+        if retry is not None:
+            detail += f"; it is retried, next in {retry} s"
+        raise AgentUnavailable(detail, reason=reason, retry_after=retry)
+
+    async def close(self) -> None:
+        """Stop retrying, and stop every MCP server this process started."""
+        if self.recovery is not None:
+            await self.recovery.close()
+        for server in self.mcp_servers:
+            await server.close()
 
     @property
     def default_id(self) -> str:
@@ -62,8 +114,8 @@ class AgentRegistry:
         """The runtime of a thread's agent, or ``AgentUnavailable`` saying why there is none."""
         found = self._runtimes.get(agent_id)
         if found is None:
-            reason = self.unavailable_reason(agent_id) or removed_reason(agent_id)
-            raise AgentUnavailable(f"the thread's agent is unavailable: {reason}", reason=reason)
+            self.require_available(agent_id)
+            raise AssertionError("unreachable")
         return found
 
     def runtimes(self) -> list[AgentRuntime]:

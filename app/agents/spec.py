@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -148,6 +149,7 @@ def load_agent_specs(settings: Settings) -> list[AgentSpec]:
 
 def load_agents_file(path: Path, settings: Settings) -> list[AgentSpec]:
     raw = _read(path)
+    importable_from(path.parent)
     try:
         entries = msgspec.convert(raw, _File).agents
     except msgspec.ValidationError as exc:
@@ -233,6 +235,15 @@ def _field_message(exc: msgspec.ValidationError, prefix: str) -> str:
         what = "unknown field" if "unknown" in message else "required"
         return f"field '{prefix}{path}.{inner.group(1)}': {what}"
     return f"field '{prefix}{path}': {message}"
+
+
+def importable_from(folder: Path) -> None:
+    """Let what an agents file names (``python_tools``, factories, and whatever those import)
+    be imported from the file's own folder as well as ``sys.path``. Appended, so
+    ``sys.path`` comes first: a ``json.py`` beside the file never shadows the standard one."""
+    where = str(folder.resolve())
+    if where not in sys.path:
+        sys.path.append(where)
 
 
 def import_object(target: str, where: str) -> Any:

@@ -6,11 +6,10 @@ name, a built-in that needs configuration, an approval for a tool the agent lack
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
-from app.agents.mcp import load_mcp_tools
+from app.agents.mcp import McpServer
 from app.agents.spec import AgentsFileError, AgentSpec, import_object
 from app.agents.tools import KbSearch, build_tools
 from app.compression.tool_names import WEB_SEARCH
@@ -25,12 +24,13 @@ async def agent_tools(
     settings: Settings,
     search_kb: KbSearch,
     workdir: Workdir,
-    base_dir: Path | None,
+    servers: list[McpServer],
 ) -> list[BaseTool]:
-    """Every tool of the agent, MCP servers' included (``McpUnavailable`` when one is down)."""
+    """Every tool of the agent, its MCP servers' included (``McpUnavailable`` names the first
+    that cannot be listed)."""
     tools = static_tools(spec, settings, search_kb, workdir)
-    if spec.mcp_servers:
-        tools.extend(await load_mcp_tools(spec.mcp_servers, base_dir=base_dir))
+    for server in servers:
+        tools.extend(await server.list_tools())
     _refuse_duplicates(spec, tools)
     return tools
 

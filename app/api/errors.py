@@ -128,13 +128,21 @@ def validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[An
     return _body("validation_error", detail, fields=fields)
 
 
-def http_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, HTTPException)
     if isinstance(exc, NotAuthorizedException):
         return _body("unauthorized", str(exc.detail), {"WWW-Authenticate": "Bearer"})
     code = "not_found" if isinstance(exc, NotFoundException) else None
     code = code or FRAMEWORK_CODES.get(exc.status_code, HTTP_ERROR)
-    return _body(code, str(exc.detail), exc.headers or None, status=exc.status_code)
+    detail = str(exc.detail)
+    if exc.status_code == 413:
+        # What the limit is and which setting raises it, not "Request Entity Too Large".
+        limit = request.app.request_max_body_size
+        detail = (
+            f"the request body is over this server's limit of {limit} bytes "
+            "(THREADKEEPER_MAX_REQUEST_BYTES)"
+        )
+    return _body(code, detail, exc.headers or None, status=exc.status_code)
 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -298,7 +298,8 @@ class ExtractiveChatModel(BaseChatModel):
 
     @staticmethod
     def _question(messages: Sequence[BaseMessage], tool_message: ToolMessage | None) -> str:
-        """The last user turn, plus the query the tool was called with."""
+        """The last user turn, plus the query the tool was called with when it differs (the
+        offline model looks the turn itself up: quoted twice, the answer repeated it)."""
         parts: list[str] = []
         for previous in reversed(messages):
             if isinstance(previous, HumanMessage):
@@ -310,7 +311,7 @@ class ExtractiveChatModel(BaseChatModel):
                     for call in previous.tool_calls:
                         if call.get("id") == tool_message.tool_call_id:
                             parts.extend(str(v) for v in call["args"].values())
-        return " ".join(parts)
+        return " ".join(dedupe([" ".join(p.split()) for p in parts]))
 
     def _answer_from_kb(self, message: ToolMessage, messages: Sequence[BaseMessage]) -> str:
         question = self._question(messages, message)

@@ -144,6 +144,8 @@ async def test_no_results_says_nothing_relevant_found() -> None:
     answer = result["messages"][-1].content
     assert "nothing relevant" in answer
     assert "[kb:" not in answer
+    # The question is quoted once (it was quoted with the lookup's copy of it appended).
+    assert answer == 'I found nothing relevant in the knowledge base for "zzz qqq".', answer
 
 
 @pytest.mark.asyncio

@@ -193,7 +193,7 @@ def _check_agents(settings: Settings) -> None:
     """The agents file (``THREADKEEPER_AGENTS_FILE``), or a one-line refusal (exit 2) naming
     the agent and the field. MCP servers are not started here: one that cannot be reached at
     start makes only its agent unavailable."""
-    from app.agents.registry import preflight
+    from app.agents.assembly import preflight
     from app.agents.spec import AgentsFileError
 
     try:

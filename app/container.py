@@ -18,8 +18,9 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agents.assembly import SummarizerOverride, build_registry
 from app.agents.graph import AgentRuntime
-from app.agents.registry import AgentRegistry, SummarizerOverride, build_registry
+from app.agents.registry import AgentRegistry
 from app.agents.spec import load_agent_specs
 from app.compression.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
@@ -171,7 +172,7 @@ async def build_container(
     await checkpointer.setup()
 
     workdir = open_workdir(settings.workdir, PgIndex(sessions))
-    kb = KnowledgeBaseService(sessions)
+    kb = KnowledgeBaseService(sessions, engine)
     run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
     agents = await build_registry(
         specs,
@@ -188,6 +189,7 @@ async def build_container(
     worker = RunWorker(
         settings=settings.worker,
         sessions=sessions,
+        engine=engine,
         agents=agents,
         max_concurrent_runs=settings.worker.worker_concurrency,
     )

@@ -18,19 +18,23 @@ import asyncio
 import json
 import socket
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.api.error_codes import status_of
 from app.config import HttpSettings
 
 
-def _raw_response(status: int, reason: str, code: str, detail: str) -> bytes:
-    """A complete ``Connection: close`` response in the API's ``{"error", "detail"}`` shape."""
+def _raw_response(code: str, detail: str) -> bytes:
+    """A complete ``Connection: close`` response in the API's ``{"error", "detail"}`` shape, at
+    the code's one status."""
+    status = HTTPStatus(status_of(code))
     body = json.dumps({"error": code, "detail": detail, "fields": None}).encode()
     head = (
-        f"HTTP/1.1 {status} {reason}\r\n"
+        f"HTTP/1.1 {status.value} {status.phrase}\r\n"
         "content-type: application/json\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
@@ -111,8 +115,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.cycle is None or self.cycle.response_complete:
             self.transport.write(
                 _raw_response(
-                    431,
-                    "Request Header Fields Too Large",
                     "request_header_too_large",
                     f"request head larger than {self.max_head_bytes} bytes",
                 )
@@ -127,9 +129,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._refuse_large_head()
             return
         self._disarm_header_timer()  # uvicorn has already logged ``msg``
-        self.transport.write(
-            _raw_response(400, "Bad Request", "validation_error", "malformed HTTP request")
-        )
+        self.transport.write(_raw_response("validation_error", "malformed HTTP request"))
         self.transport.close()
 
     def _arm_header_timer(self) -> None:
@@ -145,11 +145,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer = None
         if self.transport.is_closing() or not self._awaiting_head:
             return
-        self.transport.write(
-            _raw_response(
-                408, "Request Timeout", "request_timeout", "request head not received in time"
-            )
-        )
+        self.transport.write(_raw_response("request_timeout", "request head not received in time"))
         self.transport.close()
 
 

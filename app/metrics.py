@@ -81,8 +81,8 @@ for _outcome in ("ok", "error"):
 
 
 def record_run_finished(status: str) -> None:
-    """A run reached a final status (called where that status is written: RunRepository's
-    complete/fail/cancel transitions). ``interrupted`` is not final and not counted."""
+    """A run reached a final status (called where that status is written: the run state
+    machine's transitions, app/repositories/run_leases.py). ``interrupted`` is not final and not counted."""
     if status in ("completed", "failed", "cancelled"):
         RUNS_FINISHED.labels(status).inc()
 

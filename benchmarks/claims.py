@@ -190,10 +190,15 @@ async def idle_worker(
     settings = WorkerSettings(
         worker_poll_seconds=0.5, worker_idle_poll_seconds=10.0, run_events_retention_seconds=0
     )
-    worker = RunWorker(settings=settings, sessions=sessions, agents=None)  # type: ignore[arg-type]
+    worker = RunWorker(
+        settings=settings,
+        sessions=sessions,
+        engine=engine,
+        agents=None,  # type: ignore[arg-type]
+    )
     if old:
         # The old loop: a claim round every poll, whatever the listener does.
-        worker.claims = OldClaims(sessions, worker.holder, settings.lease_seconds, 0)
+        worker.claims = OldClaims(sessions, worker.holder, settings.lease_seconds, 0, engine=engine)
     else:
         worker.listening = asyncio.Event()
         worker.listening.set()  # the listener is up: NOTIFY would wake this worker

@@ -19,6 +19,7 @@ from app.agents.context import AgentContext
 from app.agents.middlewares.boundary import BoundaryMiddleware
 from app.agents.tools import tool_error_content
 from app.compression.summary import ContextCompressor, SummaryMiddleware
+from app.domain.agents import DEFAULT_AGENT_ID
 
 
 @dataclass
@@ -31,7 +32,7 @@ class AgentRuntime:
     tools: list[BaseTool]
     recursion_limit: int = 40
     #: The registered agent this runtime is (``app.agents.registry``).
-    agent_id: str = "default"
+    agent_id: str = DEFAULT_AGENT_ID
 
     def config_for(self, thread_id: uuid.UUID | str) -> RunnableConfig:
         return {
@@ -49,7 +50,7 @@ def build_agent_runtime(
     checkpointer: BaseCheckpointSaver[Any] | None,
     approval_tools: frozenset[str] = frozenset(),
     recursion_limit: int = 40,
-    agent_id: str = "default",
+    agent_id: str = DEFAULT_AGENT_ID,
 ) -> AgentRuntime:
     middleware: list[Any] = [SummaryMiddleware(compressor)]
     gated: dict[str, Any] = {

@@ -1,22 +1,85 @@
-"""Which chat model and summarizer a deployment gets.
+"""Which chat model and summarizer an agent gets.
 
-Why: one place decides between a real OpenAI-compatible endpoint (``llm_base_url`` set) and the
-offline extractive default (``app.offline``), so the agent factory never branches on
-configuration itself.
+Why: one place decides between a provider (an agents-file ``provider:model``, or the
+OpenAI-compatible endpoint of ``llm_base_url``) and the offline extractive default
+(``app.offline``), so assembly never branches on configuration itself. ``is_offline`` is the one
+"offline?" test.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from app.agents.spec import OFFLINE, AgentsFileError, AgentSpec
 from app.compression.summarizers import Summarizer, llm_summarizer
-from app.config import CompressionSettings, ModelSettings
+from app.config import CompressionSettings, ModelSettings, Settings
 from app.offline.extractive import ExtractiveChatModel
 from app.offline.summarizer import ExtractiveSummarizer
 
-__all__ = ["build_chat_model", "build_summarizer", "init_provider_model"]
+__all__ = [
+    "agent_model",
+    "agent_summarizer",
+    "build_chat_model",
+    "build_summarizer",
+    "init_provider_model",
+    "is_offline",
+    "model_name",
+    "provider_models",
+]
+
+
+def is_offline(which: str, models: ModelSettings) -> bool:
+    """A model named ``offline``, or none named and no LLM endpoint configured."""
+    return which == OFFLINE or (not which and not models.llm_base_url)
+
+
+def model_name(spec_model: str, settings: Settings) -> str:
+    """The model a spec names, as shown by GetAgent (no URL, no key)."""
+    if is_offline(spec_model, settings.models):
+        return OFFLINE
+    return spec_model or f"openai:{settings.models.llm_model}"
+
+
+def agent_model(spec: AgentSpec, settings: Settings) -> BaseChatModel:
+    """The agent's chat model; ``AgentsFileError`` when its provider model cannot be built."""
+    if is_offline(spec.model, settings.models):
+        return ExtractiveChatModel(kb_tool_name=spec.offline_lookup_tool)
+    if not spec.model:
+        return build_chat_model(settings.models)
+    return _provider_model(spec, spec.model, settings)
+
+
+def agent_summarizer(
+    spec: AgentSpec, settings: Settings, budget: CompressionSettings
+) -> Summarizer:
+    """The agent's summarizer (its ``summarizer``, else its ``model``), within its budget."""
+    which = spec.summarizer or spec.model
+    if is_offline(which, settings.models):
+        return ExtractiveSummarizer()
+    if not which:
+        return build_summarizer(settings.models, budget)  # today's: THREADKEEPER_SUMMARY_MODEL
+    return llm_summarizer(_provider_model(spec, which, settings), budget)
+
+
+def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The provider models the agent calls by role (``model``, ``summarizer``; offline ones
+    left out): (what names the endpoint and model: name, base URL, key variable; the model)."""
+    found: dict[str, tuple[tuple[str, ...], Any]] = {}
+    for role, which in (("model", spec.model), ("summarizer", spec.summarizer or spec.model)):
+        if is_offline(which, settings.models):
+            continue
+        if which:
+            key = (which, spec.base_url, spec.api_key_env)
+            found[role] = key, _provider_model(spec, which, settings)
+        else:  # the THREADKEEPER_LLM_* endpoint (a summarizer may name its own model there)
+            m = settings.models
+            model = m.llm_model if role == "model" else (m.summary_model or m.llm_model)
+            key = (f"openai:{model}", m.llm_base_url, "THREADKEEPER_LLM_API_KEY")
+            found[role] = key, build_chat_model(m, model=model)
+    return found
 
 
 def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:
@@ -26,7 +89,7 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
     silent client retry would hide a 400 overflow or double a slow call. ``stream_usage=True``
     so streamed runs still report token usage.
     """
-    if not settings.llm_base_url:
+    if is_offline("", settings):
         return ExtractiveChatModel()
     from langchain_openai import ChatOpenAI
 
@@ -43,7 +106,7 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
 def build_summarizer(settings: ModelSettings, compression: CompressionSettings) -> Summarizer:
     """``LLMSummarizer`` on the configured endpoint (``summary_model`` or ``llm_model``), else
     the offline ``ExtractiveSummarizer``."""
-    if not settings.llm_base_url:
+    if is_offline("", settings):
         return ExtractiveSummarizer()
     model = build_chat_model(settings, model=settings.summary_model or settings.llm_model)
     return llm_summarizer(model, compression)
@@ -66,3 +129,33 @@ def init_provider_model(
     if spec.startswith("openai:"):
         kwargs["stream_usage"] = True
     return init_chat_model(spec, **kwargs)
+
+
+def _api_key(spec: AgentSpec) -> str | None:
+    if not spec.api_key_env:
+        return None
+    value = os.environ.get(spec.api_key_env)
+    if not value:
+        raise AgentsFileError(
+            f"agent {spec.id!r}: field 'api_key_env': environment variable "
+            f"{spec.api_key_env} is not set"
+        )
+    return value
+
+
+def _provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChatModel:
+    try:
+        return init_provider_model(
+            which,
+            base_url=spec.base_url or None,
+            api_key=_api_key(spec),
+            timeout=settings.models.llm_timeout_seconds,
+        )
+    except AgentsFileError:
+        raise
+    except Exception as exc:  # unknown provider, its package missing, bad arguments
+        field = "model" if which == spec.model else "summarizer"
+        raise AgentsFileError(
+            f"agent {spec.id!r}: field '{field}': {which!r} cannot be built "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from exc

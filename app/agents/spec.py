@@ -24,6 +24,7 @@ import msgspec
 
 from app.compression.tool_names import BUILTIN_TOOLS, QUERY_KB
 from app.config import CompressionSettings, Settings
+from app.domain.agents import DEFAULT_AGENT_ID
 
 #: The capability that lets a thread's context be compressed on request (CompressContext).
 MANUAL_COMPRESSION = "manual_compression"
@@ -31,7 +32,6 @@ CAPABILITIES: frozenset[str] = frozenset({MANUAL_COMPRESSION})
 #: ``model`` value of the offline extractive model (and summarizer).
 OFFLINE = "offline"
 #: The agent a thread gets when it names none, and the only one without a file.
-DEFAULT_AGENT_ID = "default"
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")

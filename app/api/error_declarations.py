@@ -19,6 +19,7 @@ from typing import Any
 from litestar.handlers.http_handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 
+from app.api.error_codes import status_of
 from app.api.schemas import ErrorBody
 from app.domain.errors import DomainError
 
@@ -57,20 +58,9 @@ MEANINGS: dict[str, str] = {
     "agent_unavailable": "the thread's agent is not registered any more, or cannot run now (an "
     "MCP server it uses does not answer: retried, `Retry-After` names the next attempt)",
     "not_supported": "the thread's agent does not declare the capability this needs",
-}
-
-#: ``errors(404)`` (a bare status) stands for these codes: the older spelling, still accepted.
-_STATUS_DEFAULTS: dict[int, tuple[str, ...]] = {
-    400: ("validation_error",),
-    401: ("unauthorized",),
-    404: ("not_found",),
-    409: ("thread_busy",),
-    413: ("payload_too_large",),
-    422: ("validation_error",),
-    429: ("too_many_streams",),
-    502: ("compression_failed",),
-    503: ("database_unavailable",),
-    507: ("workdir_unavailable",),
+    "not_implemented": "Threadkeeper does not serve this part of LangGraph's API",
+    "invalid_tool_arguments": "edited tool arguments do not fit the tool's argument schema",
+    "unprocessable": "the request is well-formed but cannot be processed",
 }
 
 
@@ -81,23 +71,13 @@ class ErrorSpec(ResponseSpec):
     codes: tuple[str, ...] = field(default=())
 
 
-Declared = type[DomainError] | int | tuple[int, str]
-
-
 def describe(codes: Iterable[str]) -> str:
     return " / ".join(f"`{c}`: {MEANINGS.get(c, c)}" for c in codes)
 
 
-def _pairs(kinds: Iterable[Declared]) -> list[tuple[int, str]]:
-    pairs: list[tuple[int, str]] = []
-    for kind in kinds:
-        if isinstance(kind, int):
-            pairs += [(kind, code) for code in _STATUS_DEFAULTS.get(kind, ("http_error",))]
-        elif isinstance(kind, tuple):
-            pairs.append(kind)
-        else:
-            pairs.append((kind.status_code, kind.code))
-    return pairs
+def _pairs(kinds: Iterable[type[DomainError] | str]) -> list[tuple[int, str]]:
+    codes = [kind if isinstance(kind, str) else kind.code for kind in kinds]
+    return [(status_of(code), code) for code in codes]
 
 
 def _group(pairs: Iterable[tuple[int, str]]) -> dict[int, tuple[str, ...]]:
@@ -109,9 +89,9 @@ def _group(pairs: Iterable[tuple[int, str]]) -> dict[int, tuple[str, ...]]:
     return {status: tuple(grouped[status]) for status in sorted(grouped)}
 
 
-def errors(*kinds: Declared) -> dict[int, ResponseSpec]:
-    """The refusals an operation's use case raises: domain error classes (their status and
-    code), ``(status, code)`` pairs, or a bare status (its usual code)."""
+def errors(*kinds: type[DomainError] | str) -> dict[int, ResponseSpec]:
+    """The refusals an operation's use case raises: domain error classes or codes, each at its
+    one status (app/api/error_codes.py)."""
     return {
         status: ErrorSpec(data_container=ErrorBody, description=describe(codes), codes=codes)
         for status, codes in _group(_pairs(kinds)).items()
@@ -128,24 +108,14 @@ def _reads_body(handler: Any) -> bool:
 
 def declared_errors(handler: HTTPRouteHandler) -> dict[int, tuple[str, ...]]:
     """Every (status -> codes) the operation can answer: its own and the stack's."""
-    pairs: list[tuple[int, str]] = [
-        (400, "validation_error"),
-        (405, "method_not_allowed"),
-        (408, "request_timeout"),
-        (431, "request_header_too_large"),
-        (500, "internal_error"),
-    ]
+    stack = ["validation_error", "method_not_allowed", "request_timeout"]
+    stack += ["request_header_too_large", "internal_error"]
     if _secured(handler):
-        pairs += [
-            (401, "unauthorized"),
-            (401, "invalid_token"),
-            (429, "rate_limited"),
-            (503, "database_unavailable"),
-            (503, "database_not_migrated"),
-            (503, "identity_provider_unavailable"),
-        ]
+        stack += ["unauthorized", "invalid_token", "rate_limited"]
+        stack += ["database_unavailable", "database_not_migrated", "identity_provider_unavailable"]
+    pairs = _pairs(stack)
     if _reads_body(handler):
-        pairs.append((413, "payload_too_large"))
+        pairs += _pairs(["payload_too_large"])
     for status, spec in (getattr(handler, "responses", None) or {}).items():
         if isinstance(spec, ErrorSpec):
             pairs += [(status, code) for code in spec.codes]

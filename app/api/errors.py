@@ -16,9 +16,9 @@ from litestar.exceptions import (
 )
 from litestar.handlers.base import BaseRouteHandler
 from litestar.handlers.http_handlers import HTTPRouteHandler
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from sqlalchemy.exc import DBAPIError
 
+from app.api.error_codes import FRAMEWORK_CODES, HTTP_ERROR, status_of
 from app.api.error_declarations import declared_errors
 from app.api.error_declarations import errors as errors  # what controllers declare with
 from app.db.errors import RETRYABLE_FAULTS, Fault, fault_of, is_connection_error
@@ -33,28 +33,20 @@ from app.domain.errors import (
 
 log = structlog.get_logger(__name__)
 
-_HTTP_CODES = {
-    400: "validation_error",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    422: "unprocessable",
-    429: "rate_limited",
-    503: "unavailable",
-}
-
 
 def _body(
     code: str,
     detail: str,
-    status: int,
     headers: dict[str, str] | None = None,
     fields: list[dict[str, str]] | None = None,
+    *,
+    status: int | None = None,
 ) -> Response[Any]:
+    """The answer of ``code``, at its one status (``status`` only for ``http_error``, the
+    framework's code without a fixed one)."""
+    if code != HTTP_ERROR:
+        status = status_of(code)
+    assert status is not None
     # Every field is always sent (the document marks them required): ``fields`` null when none.
     content: dict[str, Any] = {"error": code, "detail": detail, "fields": fields or None}
     return Response(content=content, status_code=status, headers=headers)
@@ -82,7 +74,7 @@ def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
     fields = None
     if isinstance(exc, ValidationFailed) and exc.field:
         fields = [{"field": exc.field, "message": exc.detail}]
-    return _body(exc.code, exc.detail, exc.status_code, headers, fields=fields)
+    return _body(exc.code, exc.detail, headers, fields=fields)
 
 
 def database_unavailable(request: Request[Any, Any, Any], exc: BaseException) -> Response[Any]:
@@ -133,34 +125,31 @@ def validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[An
         detail = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
     else:  # e.g. malformed JSON: Litestar's own sentence, never a Python repr
         detail = str(exc.detail)
-    return _body("validation_error", detail, 400, fields=fields)
+    return _body("validation_error", detail, fields=fields)
 
 
 def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, HTTPException)
-    status = exc.status_code
-    code = _HTTP_CODES.get(status, "http_error")
     if isinstance(exc, NotAuthorizedException):
-        return _body("unauthorized", str(exc.detail), 401, {"WWW-Authenticate": "Bearer"})
-    if isinstance(exc, NotFoundException):
-        code = "not_found"
+        return _body("unauthorized", str(exc.detail), {"WWW-Authenticate": "Bearer"})
+    code = "not_found" if isinstance(exc, NotFoundException) else None
+    code = code or FRAMEWORK_CODES.get(exc.status_code, HTTP_ERROR)
     detail = str(exc.detail)
-    if (
-        status == 413
-    ):  # what the limit is and which setting raises it, not "Request Entity Too Large"
+    if exc.status_code == 413:
+        # What the limit is and which setting raises it, not "Request Entity Too Large".
         limit = request.app.request_max_body_size
         detail = (
             f"the request body is over this server's limit of {limit} bytes "
             "(THREADKEEPER_MAX_REQUEST_BYTES)"
         )
-    return _body(code, detail, status, exc.headers or None)
+    return _body(code, detail, exc.headers or None, status=exc.status_code)
 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if is_connection_error(exc):
         return database_unavailable(request, exc)
     log.error("unhandled_error", path=request.url.path, error=repr(exc), exc_info=exc)
-    return _body("internal_error", "internal server error", HTTP_500_INTERNAL_SERVER_ERROR)
+    return _body("internal_error", "internal server error")
 
 
 def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -170,13 +159,12 @@ def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
     if fault is Fault.UNSTORABLE_TEXT:
         # e.g. a NUL character: the client's data, not our bug; the transaction was rolled back.
         return _body(
-            "validation_error", "text contains characters that cannot be stored (e.g. NUL)", 400
+            "validation_error", "text contains characters that cannot be stored (e.g. NUL)"
         )
     if fault in RETRYABLE_FAULTS:  # the other transaction went through
         return _body(
             "thread_busy",
             "a concurrent operation on the thread won; retry",
-            409,
             THREAD_BUSY_RETRY_AFTER,
         )
     return internal_error_handler(request, exc)

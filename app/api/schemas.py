@@ -50,15 +50,20 @@ class ErrorCode(enum.StrEnum):
     REQUEST_HEADER_TOO_LARGE = "request_header_too_large"
     REQUEST_TIMEOUT = "request_timeout"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    #: A malformed request on the LangGraph door (422, as LangGraph's server answers it).
     UNPROCESSABLE = "unprocessable"
     NOTHING_TO_COMPRESS = "nothing_to_compress"
     #: CompressContext on a thread whose agent lacks the ``manual_compression`` capability.
     NOT_SUPPORTED = "not_supported"
+    #: A part of LangGraph's API Threadkeeper does not serve (501).
+    NOT_IMPLEMENTED = "not_implemented"
     #: CreateThread named an agent that is not registered (ListAgents lists them).
     UNKNOWN_AGENT = "unknown_agent"
     #: The thread's agent is no longer registered or could not start (GetAgent says why).
     AGENT_UNAVAILABLE = "agent_unavailable"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    #: ResumeRun: edited tool arguments do not fit the tool's argument schema (422).
+    INVALID_TOOL_ARGUMENTS = "invalid_tool_arguments"
     RATE_LIMITED = "rate_limited"
     TOO_MANY_STREAMS = "too_many_streams"
     INTERNAL_ERROR = "internal_error"

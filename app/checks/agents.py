@@ -9,7 +9,8 @@ from app.checks.base import CheckContext, Report
 
 
 async def check_agents(ctx: CheckContext, report: Report) -> None:
-    from app.agents.registry import model_name, preflight
+    from app.agents.assembly import preflight
+    from app.agents.models import model_name
     from app.agents.spec import AgentsFileError, budget_of
 
     settings = ctx.settings
@@ -35,7 +36,7 @@ async def check_mcp_servers(ctx: CheckContext, report: Report) -> None:
     be listed, or whose budget or approvals do not fit the tools it lists, is a problem."""
     from pathlib import Path
 
-    from app.agents.registry import build_registry
+    from app.agents.assembly import build_registry
     from app.compression.workdir import Workdir
 
     settings, specs = ctx.settings, ctx.specs

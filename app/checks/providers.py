@@ -21,7 +21,7 @@ PROMPT = "Reply with OK."
 
 
 async def check_providers(ctx: CheckContext, report: Report) -> None:
-    from app.agents.registry import provider_models
+    from app.agents.models import provider_models
 
     settings, specs = ctx.settings, ctx.specs
     assert settings is not None and specs is not None

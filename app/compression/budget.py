@@ -23,6 +23,7 @@ from app.compression.cuts import SUMMARY_SEGMENTS
 from app.compression.summary_messages import build_summary_message, index_note
 from app.compression.tokens import TokenCounter
 from app.config import CompressionSettings
+from app.domain.agents import DEFAULT_AGENT_ID
 
 #: A turn, besides one tool result below the offload size: the user's message and the model's
 #: tool call (a short question; longer turns are what "turn alone exceeds" reports).
@@ -71,7 +72,11 @@ def turn_room(budget: Budget) -> int:
 
 
 def budget_misfit(
-    budget: Budget, *, system_prompt_tokens: int, tool_schema_tokens: int, agent: str = "default"
+    budget: Budget,
+    *,
+    system_prompt_tokens: int,
+    tool_schema_tokens: int,
+    agent: str = DEFAULT_AGENT_ID,
 ) -> str | None:
     """None when keep-recent + summary + system prompt + tool schemas + a turn fit under the
     threshold; else one line naming every number (what ``python -m app`` prints on exit 2)."""
@@ -103,7 +108,7 @@ def agent_budget_misfit(
     system_message: SystemMessage | str,
     tools: Sequence[Any],
     counter: TokenCounter | None = None,
-    agent: str = "default",
+    agent: str = DEFAULT_AGENT_ID,
 ) -> str | None:
     """``budget_misfit`` for an assembled agent: its system prompt and tool schemas measured as
     every request sends them (the request's own framing counted with the system prompt)."""

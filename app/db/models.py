@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.states import (
     MessageRole,
     RequestStatusName,
@@ -91,7 +92,7 @@ class Conversation(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     owner_id: Mapped[str] = mapped_column(String(200), index=True)
-    agent_id: Mapped[str] = mapped_column(String(100), default="default")
+    agent_id: Mapped[str] = mapped_column(String(100), default=DEFAULT_AGENT_ID)
     title: Mapped[str] = mapped_column(String(500), default="")
     #: Next per-conversation message sequence number (incremented under the row lock).
     next_message_seq: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -105,3 +106,14 @@ def _ping_on_checkout(engine: AsyncEngine) -> None:
 
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+
+
+@asynccontextmanager
+async def autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection in autocommit: each statement its own transaction, no BEGIN/COMMIT
+    round trips and no ORM session. For the one-statement reads and writes of the hot paths
+    (intake, search, a run's steps, claims and transitions); anything spanning statements
+    takes a session and its transaction instead."""
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn

@@ -1,7 +1,8 @@
-"""Domain exceptions. Each carries a stable machine-readable code; app/api/errors.py maps them to HTTP.
+"""Domain exceptions. Each carries a stable machine-readable code; its one HTTP status is in
+app/api/error_codes.py (the one map), answered by app/api/errors.py.
 
 They live below every layer, so the layer that decides a refusal raises it: a repository raises
-``NotFound`` or ``ThreadBusy``, the compression core (``app/agents``) ``NothingToCompress`` or
+``NotFound`` or ``ThreadBusy``, the compression core (``app/compression``) ``NothingToCompress`` or
 ``WorkdirUnavailable``, without importing the services that use them.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 class DomainError(Exception):
     code: str = "error"
-    status_code: int = 400
     #: Seconds a client should wait before retrying (the ``Retry-After`` header), if any.
     retry_after: str | None = None
 
@@ -24,7 +24,6 @@ class NothingToCompress(DomainError):
     or empty). ``tokens``: the view's size when the compressor measured it."""
 
     code = "nothing_to_compress"
-    status_code = 422
 
     def __init__(self, detail: str = "", *, tokens: int | None = None) -> None:
         super().__init__(detail)
@@ -37,7 +36,6 @@ class WorkdirUnavailable(DomainError):
     ``failed``: how many results could not be offloaded."""
 
     code = "workdir_unavailable"
-    status_code = 507
 
     def __init__(self, detail: str = "", *, reason: str = "", failed: int = 0) -> None:
         super().__init__(detail)
@@ -49,7 +47,6 @@ class UnknownAgent(DomainError):
     """CreateThread named an agent that is not registered (GET /v1/agents lists them)."""
 
     code = "unknown_agent"
-    status_code = 422
 
 
 class AgentUnavailable(DomainError):
@@ -58,7 +55,6 @@ class AgentUnavailable(DomainError):
     ``retry_after`` (seconds) when the agent is being started again."""
 
     code = "agent_unavailable"
-    status_code = 409
 
     def __init__(
         self, detail: str = "", *, reason: str = "", retry_after: int | None = None
@@ -73,53 +69,45 @@ class NotSupported(DomainError):
     """The thread's agent does not declare the capability the operation needs."""
 
     code = "not_supported"
-    status_code = 422
 
 
 class NotFound(DomainError):
     code = "not_found"
-    status_code = 404
 
 
 class ThreadBusy(DomainError):
     """The thread has a running/interrupted run or queued input, or its lock is held."""
 
     code = "thread_busy"
-    status_code = 409
 
 
 class NotImplementedHere(DomainError):
     """A request the LangGraph surface understands but Threadkeeper does not do (e.g. branching from an
     older checkpoint, crons, the store)."""
 
-    code = "not_supported"
-    status_code = 501
+    code = "not_implemented"
 
 
 class AlreadyExists(DomainError):
     """A client-chosen id that is already taken (LangGraph ``if_exists: raise``)."""
 
     code = "conflict"
-    status_code = 409
 
 
 class InvalidState(DomainError):
     """The operation does not fit the resource's current state (e.g. resume a completed run)."""
 
     code = "invalid_state"
-    status_code = 409
 
 
 class RequestNotQueued(DomainError):
     """CancelRequest on a request a worker already dispatched (cancel its run instead)."""
 
     code = "request_not_queued"
-    status_code = 409
 
 
 class ValidationFailed(DomainError):
     code = "validation_error"
-    status_code = 400
 
     def __init__(self, detail: str = "", *, field: str | None = None) -> None:
         super().__init__(detail)
@@ -131,26 +119,22 @@ class IdempotencyKeyReused(DomainError):
     """The Idempotency-Key was already used on this thread with a different body."""
 
     code = "idempotency_key_reused"
-    status_code = 422
 
 
 class InvalidToolArguments(DomainError):
     """Well-formed request, but edited tool arguments do not fit the tool's schema."""
 
-    code = "validation_error"
-    status_code = 422
+    code = "invalid_tool_arguments"
 
 
 class CompressionFailed(DomainError):
     """The summarizer failed; nothing was written."""
 
     code = "compression_failed"
-    status_code = 502
 
 
 class ServiceUnavailable(DomainError):
     code = "unavailable"
-    status_code = 503
 
 
 class SchemaNotMigrated(ServiceUnavailable):
@@ -183,7 +167,6 @@ class TooManyStreams(DomainError):
     process) as it may; one must end first."""
 
     code = "too_many_streams"
-    status_code = 429
     retry_after = "5"
 
 
@@ -202,7 +185,6 @@ class InvalidToken(DomainError):
     logged."""
 
     code = "invalid_token"
-    status_code = 401
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(
@@ -217,7 +199,6 @@ class IdentityProviderUnavailable(DomainError):
     fetched right now: the token is neither accepted nor called invalid (fail closed)."""
 
     code = "identity_provider_unavailable"
-    status_code = 503
     retry_after = "5"
 
     def __init__(self, detail: str = "") -> None:

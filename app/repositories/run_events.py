@@ -14,7 +14,6 @@ from app.db.run_events import (
     CompressionEvent,
     DeltaEvent,
     MessageAddedEvent,
-    RunEventData,
     event_row,
 )
 
@@ -36,11 +35,8 @@ class RunEventRepository:
     async def append_many(self, run_id: uuid.UUID, events: Sequence[ActivityEvent]) -> list[int]:
         """Insert events in order with one statement and one notification (ids ascend in order).
 
-        ``status`` events are not taken here: RunRepository's transitions write them, each
-        with the status it reports."""
-        return await self._insert(run_id, events)
-
-    async def _insert(self, run_id: uuid.UUID, events: Sequence[RunEventData]) -> list[int]:
+        ``status`` events are not taken here: the run state machine (app/repositories/
+        run_leases.py) writes each with the status it reports."""
         rows = [
             RunEvent(run_id=run_id, type=type_, data=data) for type_, data in map(event_row, events)
         ]

@@ -1,12 +1,10 @@
-"""The worker's run transitions as ONE statement each, on a bare connection in autocommit.
+"""The run state machine: the one writer of a run's status, each transition ONE statement.
 
-The session versions took a transaction of six or seven round trips (ping, BEGIN, ``SELECT ...
-FOR UPDATE``, ``UPDATE``, the event's ``INSERT``, ``pg_notify``, COMMIT) and most of the ORM's
-CPU of a turn. Here each one is a single statement (its own transaction): the run row is locked
-first (``FOR UPDATE``), the status and its typed ``status`` event are written together by
-data-modifying CTEs (all or nothing), and listeners are notified when it commits. They are the
-same named transitions as RunRepository's (the one writer of a run's status: app/repositories/
-runs.py names them), with the same sources and the same values:
+Each transition guards or locks the run row, writes the status and its typed ``status`` event
+together (data-modifying CTEs: all or nothing) and notifies listeners when it commits. On a bare
+connection in autocommit (the worker's: each statement its own transaction; session versions
+took six or seven round trips and most of the ORM's CPU of a turn) or on a session inside the
+caller's transaction (a use case's or the recovery's: the same SQL). The transitions:
 
 - ``start_head`` (the claim's second statement, under the thread lock its look took): the
   thread's oldest queued request dispatched and its run started, running and leased to the
@@ -19,10 +17,16 @@ runs.py names them), with the same sources and the same values:
 - ``finish``: the outcome of a run the caller still holds (running, its lease): ``complete``,
   ``interrupt`` or ``fail``, or ``cancel`` instead when a cancel was requested and the outcome is
   not a completion; nothing at all when the run is no longer the caller's (recovered elsewhere,
-  or ended by its canceller).
+  or ended by its canceller);
+- ``resume`` (interrupted -> running, no holder, the decisions as its ``resume_payload``),
+  ``release`` (a draining worker hands a running run back), ``fail`` (a running run ended
+  without its holder's outcome: lease expired, worker stopped), ``cancel`` (a running or
+  interrupted run ended by request) and ``request_cancel`` (asks the holder to stop; no status
+  change): each writes nothing and raises ``IllegalTransition`` for a run not in a status it
+  starts from.
 
-Statuses are literals where the partial index of active runs must serve the look (see
-``app/repositories/claim_queue.py``).
+The final ones count the run in ``threadkeeper_runs_finished``. Statuses are literals where the
+partial index of active runs must serve the look (see ``app/repositories/claim_queue.py``).
 """
 
 from __future__ import annotations
@@ -32,11 +36,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app import metrics
-from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL, RunStatus
+from app.db.models import ACTIVE_RUN_SQL, ACTIVE_RUN_STATUSES, QUEUED_REQUEST_SQL, RunStatus
 from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
@@ -161,6 +165,59 @@ ev AS (
 SELECT done.kind, pg_notify(:channel, CAST(done.id AS text)) AS woke,
     (SELECT count(*) FROM ev) AS events
 FROM done
+"""
+)
+
+
+class IllegalTransition(RuntimeError):
+    """A status change the run's state machine does not allow (the caller holds the run's
+    lock and checked its status first, so this is a bug or an unlocked race, never user input)."""
+
+
+def _guarded(name: str, sources: tuple[RunStatus, ...], assignments: str) -> TextClause:
+    """A transition that writes ``assignments`` and its status event (``:event``), and drops
+    the lease, iff the run is in one of ``sources``; no row back when it is not."""
+    allowed = ", ".join(f"'{s.value}'" for s in sources)
+    return text(
+        f"""-- run {name}: UPDATE agent_runs; INSERT INTO run_events
+WITH done AS (
+    UPDATE agent_runs SET {assignments}, lease_holder = NULL, lease_expires_at = NULL
+    WHERE id = :run_id AND status IN ({allowed})
+    RETURNING id
+),
+ev AS (
+    INSERT INTO run_events (run_id, type, data)
+    SELECT done.id, 'status', CAST(:event AS jsonb) FROM done
+    RETURNING run_id
+)
+SELECT done.id, pg_notify(:channel, CAST(done.id AS text)) AS woke,
+    (SELECT count(*) FROM ev) AS events
+FROM done
+"""
+    )
+
+
+_RESUME = _guarded(
+    "resume",
+    (RunStatus.INTERRUPTED,),
+    "status = 'running', resume_payload = CAST(:payload AS jsonb), interrupt = NULL",
+)
+_RELEASE = _guarded("release", (RunStatus.RUNNING,), "resume_payload = CAST(:payload AS jsonb)")
+_FAIL = _guarded(
+    "fail",
+    (RunStatus.RUNNING,),
+    "status = 'failed', error = :error, error_code = :error_code, interrupt = NULL, "
+    "finished_at = now()",
+)
+_CANCEL = _guarded(
+    "cancel",
+    ACTIVE_RUN_STATUSES,
+    "status = 'cancelled', cancel_requested = true, error = :error, error_code = :error_code, "
+    "resume_payload = NULL, finished_at = now()",
+)
+_REQUEST_CANCEL = text(
+    """UPDATE agent_runs SET cancel_requested = true WHERE id = :run_id AND status = 'running'
+RETURNING id
 """
 )
 
@@ -315,3 +372,47 @@ class RunLeaseStatements:
         if written != RunStatus.INTERRUPTED:
             metrics.record_run_finished(written)
         return written
+
+    # --- by a use case or the recovery, in the caller's transaction (IllegalTransition) -----
+    async def resume(self, run_id: uuid.UUID, payload: dict[str, Any]) -> None:
+        """Answered: running again, for the next worker that claims it (``claim_resumable``)."""
+        event = StatusEvent(type="status", status="resumed")
+        await self._guarded(_RESUME, "resume", run_id, event, payload=json.dumps(payload))
+
+    async def release(self, run_id: uuid.UUID, handoff: dict[str, Any]) -> None:
+        """A draining worker hands the run back at a step boundary (running, no lease holder)."""
+        event = StatusEvent(type="status", status="running", handoff=True)
+        await self._guarded(_RELEASE, "release", run_id, event, payload=json.dumps(handoff))
+
+    async def fail(self, run_id: uuid.UUID, error: RunError) -> None:
+        """A running run ended without its holder's outcome (lease expired, worker stopped)."""
+        event = StatusEvent(
+            type="status", status="failed", final=True, error=error.message, error_code=error.code
+        )
+        await self._guarded(
+            _FAIL, "fail", run_id, event, error=error.message, error_code=error.code
+        )
+        metrics.record_run_finished(RunStatus.FAILED)
+
+    async def cancel(self, run_id: uuid.UUID, error: RunError) -> None:
+        """Ended by request: a running run (its worker stopped it, or no worker held it yet) or
+        an interrupted one (nothing runs)."""
+        # The code but not the message: the client asked for this, "cancelled" says it all
+        # (the console shows an event's ``error`` beside its status; the run row keeps both).
+        event = StatusEvent(type="status", status="cancelled", final=True, error_code=error.code)
+        await self._guarded(
+            _CANCEL, "cancel", run_id, event, error=error.message, error_code=error.code
+        )
+        metrics.record_run_finished(RunStatus.CANCELLED)
+
+    async def request_cancel(self, run_id: uuid.UUID) -> None:
+        """Ask the worker holding a running run to stop it (it ends it with ``cancel``)."""
+        if (await self.conn.execute(_REQUEST_CANCEL, {"run_id": run_id})).first() is None:
+            raise IllegalTransition(f"run {run_id}: request_cancel needs a running run")
+
+    async def _guarded(
+        self, statement: TextClause, name: str, run_id: uuid.UUID, event: StatusEvent, **params: Any
+    ) -> None:
+        values = {"run_id": run_id, "event": _event_json(event), "channel": RUN_EVENTS_CHANNEL}
+        if (await self.conn.execute(statement, {**values, **params})).first() is None:
+            raise IllegalTransition(f"run {run_id}: {name} is not allowed from its status")

@@ -16,6 +16,7 @@ from app.compression.summary_messages import (
     stacked_summary_text,
     summarized_count,
 )
+from app.domain.agents import DEFAULT_AGENT_ID
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 
@@ -42,7 +43,7 @@ class StateView:
     manual_available: bool
     manual_reason: str | None
     next: list[str]
-    agent_id: str = "default"
+    agent_id: str = DEFAULT_AGENT_ID
     #: Why the thread's agent cannot run (removed from the agents file, MCP server down).
     agent_unavailable: str | None = None
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.registry import AgentRegistry
+from app.db.session import autocommit
 from app.domain.errors import IdempotencyKeyReused
 from app.repositories.intake import IntakeRepository
 
@@ -60,8 +61,7 @@ class IntakeService:
         # One statement is its own transaction: autocommit saves the BEGIN and COMMIT round trips
         # (the statement commits or fails whole). A bare connection, no ORM Session: it has no
         # objects to track, and setting one up cost a tenth of PostMessage's CPU.
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             if self.agents is not None and self.agents.unavailable():
                 # Only while some agent is down (an MCP server that does not answer): one more
                 # query, so a post its agent cannot run is refused rather than failed later.

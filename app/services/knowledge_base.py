@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.db.session import autocommit
 from app.domain.errors import NotFound
 from app.repositories.knowledge_base import (
     KbDocumentRow,
@@ -77,14 +78,10 @@ class AddedDocument:
 
 
 class KnowledgeBaseService:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], engine: AsyncEngine) -> None:
         self.sessions = sessions
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The sessions' engine: a one-statement read needs no ORM session, only a connection."""
-        engine: AsyncEngine = self.sessions.kw["bind"]
-        return engine
+        #: The sessions' engine: a one-statement read needs no ORM session, only a connection.
+        self.engine = engine
 
     async def add_document(
         self,
@@ -107,8 +104,7 @@ class KnowledgeBaseService:
     async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> dict[str, Any]:
         """Best-ranked chunks first, as ``kb_payload``: one statement on a bare connection in
         autocommit (the read is its own transaction; every agent turn runs one)."""
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             hits = await KnowledgeBaseSearch(conn).search(
                 kb=kb, owner_id=owner_id, query=query, limit=limit
             )

@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.errors import is_connection_error
 from app.db.models import AgentRun, RequestStatus, RunEvent, RunStatus
 from app.domain.errors import DatabaseUnavailable, NotFound
-from app.repositories.runs import RunEventRepository, RunRepository, RunRequestRepository
+from app.repositories.run_events import RunEventRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.services.runs import RequestView
 from app.worker.notifier import FALLBACK_POLL_SECONDS, RunEventNotifier
 

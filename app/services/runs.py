@@ -26,6 +26,7 @@ from app.domain.errors import (
     ValidationFailed,
 )
 from app.repositories.conversations import ConversationRepository
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository, RunRequestRepository
 from app.worker.errors import CANCELLED
 
@@ -214,10 +215,11 @@ class RunService:
             run = await runs.lock(run_id)
             assert run is not None
             if run.status == RunStatus.RUNNING and run.lease_holder is not None:
-                await runs.request_cancel(run_id)  # its worker stops it and writes the outcome
+                # Its worker stops it and writes the outcome.
+                await RunLeaseStatements(session).request_cancel(run_id)
             elif run.status in ACTIVE_RUN_STATUSES:
                 # Interrupted, or resumed but not yet picked up: no worker to stop, end it here.
-                await runs.cancel(run_id, CANCELLED)
+                await RunLeaseStatements(session).cancel(run_id, CANCELLED)
                 # The thread is idle now: input queued behind the run is claimable.
                 await runs.announce_work()
             else:
@@ -246,7 +248,7 @@ class RunService:
                 self.require_agent(conv.agent_id)  # nothing resumes into a run it cannot do
             tools = self.tools_of(conv.agent_id) if self.tools_of else {}
             payload = hitl_decisions(run.interrupt, decisions, tools)
-            await runs.resume(run_id, payload)
+            await RunLeaseStatements(session).resume(run_id, payload)
             await runs.announce_work()
             await session.flush()
             run = await runs.get(run_id)

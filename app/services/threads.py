@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.registry import AgentRegistry
 from app.compression.workdir import Workdir
 from app.db.models import Conversation, Message
+from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.errors import ThreadBusy, ValidationFailed
 from app.domain.states import ThreadStatus
 from app.repositories.agent_state import AgentStateRepository
@@ -80,7 +81,7 @@ class ThreadService:
         check_metadata(metadata or {})
         if self.agents is not None:
             agent_id = self.agents.agent_for_new_thread(agent_id)
-        agent_id = agent_id or "default"
+        agent_id = agent_id or DEFAULT_AGENT_ID
         async with self.sessions() as session, session.begin():
             conv = await ConversationRepository(session).create(
                 owner_id=owner_id, agent_id=agent_id, title=title, metadata=metadata

@@ -19,7 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics
-from app.agents.spec import DEFAULT_AGENT_ID
+from app.db.session import autocommit
+from app.domain.agents import DEFAULT_AGENT_ID
 from app.repositories.claim_queue import ClaimQueueRepository
 from app.repositories.run_events import RunEventRepository
 from app.repositories.run_leases import RunLeaseStatements
@@ -57,7 +58,7 @@ class ClaimedRun:
     #: ``Handoff`` (released by a draining worker).
     graph_input: Any
     #: The thread's agent (``app.agents.registry``).
-    agent_id: str = "default"
+    agent_id: str = DEFAULT_AGENT_ID
     #: New input after a run that did not complete (failed, cancelled, killed) may find tool
     #: calls without results in the checkpoint: look for them first (app/worker/repair.py).
     #: After a completed run (the graph reached its end) there are none, and the look (a
@@ -101,8 +102,12 @@ class RunClaims:
         holder: str,
         lease_seconds: float,
         retention_seconds: float,
+        *,
+        engine: AsyncEngine,
     ) -> None:
         self.sessions = sessions
+        #: The sessions' engine: one-statement writes need no ORM session, only a connection.
+        self.engine = engine
         self.holder = holder
         self.lease_seconds = lease_seconds
         self.retention_seconds = retention_seconds
@@ -113,12 +118,6 @@ class RunClaims:
         #: Runs handed back may wait: set at start and by each look at the queue that saw one,
         #: cleared by a ``claim_resumable`` that found none (a look costs a statement per round).
         self.handed_back = True
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
-        engine: AsyncEngine = self.sessions.kw["bind"]
-        return engine
 
     async def claim_next(self) -> ClaimedRun | None:
         """Oldest queued input of the idle thread ready longest -> a running run.
@@ -169,8 +168,7 @@ class RunClaims:
     async def claim_resumable(self) -> ClaimedRun | None:
         """A run handed back (resumed by a human, or released by a draining worker): one
         statement in autocommit (app/repositories/run_leases.py)."""
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             claimed = await RunLeaseStatements(conn).claim_resumable(
                 self.holder, self.lease_seconds
             )
@@ -190,10 +188,9 @@ class RunClaims:
         Also notes in ``next_expiry_in`` when the next lease can run out (None: none held), so
         an idle claim loop checks again then, not on every poll."""
         async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            expired = await runs.expired()
+            expired = await RunRepository(session).expired()
             for run in expired:
-                await runs.fail(run.id, LEASE_EXPIRED)
+                await RunLeaseStatements(session).fail(run.id, LEASE_EXPIRED)
                 log.warning("run_lease_recovered", run_id=str(run.id))
                 metrics.LEASE_RECOVERIES.inc()
             self.next_expiry_in = await ClaimQueueRepository(session).seconds_to_next_expiry()

@@ -16,7 +16,7 @@ import socket
 import uuid
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.config import WorkerSettings
@@ -34,16 +34,22 @@ class RunWorker:
         *,
         settings: WorkerSettings,
         sessions: async_sessionmaker[AsyncSession],
+        engine: AsyncEngine,
         agents: AgentRegistry,
         holder: str | None = None,
         max_concurrent_runs: int = 4,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
+        self.engine = engine
         self.agents = agents
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.claims = RunClaims(
-            sessions, self.holder, settings.lease_seconds, settings.run_events_retention_seconds
+            sessions,
+            self.holder,
+            settings.lease_seconds,
+            settings.run_events_retention_seconds,
+            engine=engine,
         )
         self._drain = DrainSignal()
         self._wake = asyncio.Event()
@@ -62,6 +68,7 @@ class RunWorker:
         return RunExecutor(
             settings=self.settings,
             sessions=self.sessions,
+            engine=self.engine,
             agents=self.agents,
             holder=self.holder,
             drain=self._drain,

@@ -14,7 +14,7 @@ import structlog
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agents import untraced
 from app.agents.context import AgentContext
@@ -25,6 +25,7 @@ from app.config import WorkerSettings
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
 from app.db.run_events import RunError
+from app.db.session import autocommit
 from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.run_events import ActivityEvent
@@ -72,6 +73,7 @@ class RunExecutor:
         *,
         settings: WorkerSettings,
         sessions: async_sessionmaker[AsyncSession],
+        engine: AsyncEngine,
         agents: AgentRegistry,
         holder: str,
         drain: DrainSignal,
@@ -81,9 +83,9 @@ class RunExecutor:
         self.agents = agents
         self.holder = holder
         self.drain = drain
-        self.ledger = RunLedger(sessions, holder, settings.lease_seconds)
+        self.ledger = RunLedger(sessions, holder, settings.lease_seconds, engine=engine)
         self.outage = DatabaseWait(self.ledger, settings.lease_seconds)
-        self.outcomes = RunOutcomes(sessions, holder)
+        self.outcomes = RunOutcomes(sessions, holder, engine=engine)
 
     async def execute(self, claimed: ClaimedRun) -> None:
         bound = log.bind(run_id=str(claimed.run_id), thread_id=str(claimed.thread_id))
@@ -139,8 +141,7 @@ class RunExecutor:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
-                async with self.ledger.engine.connect() as conn:
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                async with autocommit(self.ledger.engine) as conn:
                     alive = await RunLeaseStatements(conn).heartbeat(
                         run_id, self.holder, self.settings.lease_seconds
                     )

@@ -25,6 +25,7 @@ from app.db.run_events import (
     MessageRole,
     event_row,
 )
+from app.db.session import autocommit
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.run_events import ActivityEvent
 from app.repositories.run_steps import RunStepRepository, StepMessage
@@ -158,11 +159,16 @@ class RunLedger:
     graph step's messages, usage and events, with the lease check folded in."""
 
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], holder: str, lease_seconds: float
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        holder: str,
+        lease_seconds: float,
+        *,
+        engine: AsyncEngine,
     ) -> None:
         self.sessions = sessions
         # The sessions' engine: steps need no ORM session, only a connection.
-        self.engine: AsyncEngine = sessions.kw["bind"]
+        self.engine = engine
         self.holder = holder
         self.lease_seconds = lease_seconds
 
@@ -176,8 +182,7 @@ class RunLedger:
         """One step's writes in one statement; how many messages were new. Raises LeaseLost
         (having written nothing) when this worker no longer holds the run."""
         rows = step_messages(run_id, messages)
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             result = await RunStepRepository(conn).write(
                 thread_id=thread_id,
                 run_id=run_id,

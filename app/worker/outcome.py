@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.db.models import AgentRun, RunStatus
 from app.db.run_events import RunError
+from app.db.session import autocommit
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, handoff_marker
@@ -27,8 +28,12 @@ class RunResult:
 
 
 class RunOutcomes:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], holder: str) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], holder: str, *, engine: AsyncEngine
+    ) -> None:
         self.sessions = sessions
+        #: The sessions' engine: one-statement writes need no ORM session, only a connection.
+        self.engine = engine
         self.holder = holder
 
     def _ours(self, run: AgentRun | None) -> bool:
@@ -36,18 +41,11 @@ class RunOutcomes:
             run is not None and run.status == RunStatus.RUNNING and run.lease_holder == self.holder
         )
 
-    @property
-    def engine(self) -> AsyncEngine:
-        """The sessions' engine: one-statement writes need no ORM session, only a connection."""
-        engine: AsyncEngine = self.sessions.kw["bind"]
-        return engine
-
     async def finish(self, claimed: ClaimedRun, result: RunResult) -> None:
         """The run's outcome in one statement (app/repositories/run_leases.py): written only if
         this worker still holds the run (else it was recovered or cancelled meanwhile, and the
         other party wrote the outcome); a requested cancel wins over any outcome but completion."""
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with autocommit(self.engine) as conn:
             await RunLeaseStatements(conn).finish(
                 claimed.run_id,
                 self.holder,
@@ -60,25 +58,24 @@ class RunOutcomes:
     async def release(self, claimed: ClaimedRun) -> None:
         """Hand a running run back (no lease holder) for another worker to continue."""
         async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            run = await runs.lock(claimed.run_id)
+            run = await RunRepository(session).lock(claimed.run_id)
             if run is None or not self._ours(run):
                 return
+            transitions = RunLeaseStatements(session)
             if run.cancel_requested:
-                await runs.cancel(claimed.run_id, CANCELLED)
+                await transitions.cancel(claimed.run_id, CANCELLED)
                 return
             marker = handoff_marker(self.holder, claimed.graph_input)
-            await runs.release(claimed.run_id, json_safe(marker))
+            await transitions.release(claimed.run_id, json_safe(marker))
 
     async def stopped(self, claimed: ClaimedRun) -> None:
         """The run's task was stopped (cancel requested, lease lost, task cancelled) without a
         handoff: ``cancelled`` by request, else ``failed`` (worker_stopped)."""
         async with self.sessions() as session, session.begin():
-            runs = RunRepository(session)
-            run = await runs.lock(claimed.run_id)
+            run = await RunRepository(session).lock(claimed.run_id)
             if run is None or run.status != RunStatus.RUNNING:
                 return
             if run.cancel_requested:
-                await runs.cancel(claimed.run_id, CANCELLED)
+                await RunLeaseStatements(session).cancel(claimed.run_id, CANCELLED)
             elif run.lease_holder == self.holder:
-                await runs.fail(claimed.run_id, WORKER_STOPPED)
+                await RunLeaseStatements(session).fail(claimed.run_id, WORKER_STOPPED)

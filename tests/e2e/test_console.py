@@ -8,135 +8,35 @@ the browser is /usr/bin/chromium (``scripts/ensure_chromium.sh`` installs it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import os
 import re
-import threading
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from playwright.async_api import Browser, Page, Request, Route, async_playwright, expect
+from playwright.async_api import Browser, Page, Request, Route, expect
 
-from app.config import Settings
-from app.container import Container, build_container
-from app.main import create_app
-from tests.conftest import API_KEY, AUTH, make_settings
+from tests.support.app_harness import API_KEY, AUTH
+from tests.support.console import (
+    ARTIFACTS,
+    DESKTOP,
+    MOBILE,
+    UI_TIMEOUT_MS,
+    LiveServerFactory,
+    create_thread,
+    open_console,
+)
 from tests.support.corpus import BIG_DOC
 from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 QUESTION = "How does a lease expire?"
 #: Offload tool results above 300 tokens and keep little history, so compression has work to do.
 COMPRESSIBLE = {"tool_result_preview_tokens": 300, "summary_keep_recent_tokens": 200}
 TARGET_PRESSURE_PERCENT = 92  # above the 85% suggestion, below automatic compression (100%)
-UI_TIMEOUT_MS = 60_000  # a hang guard: a browser on a loaded shared machine needed more than 20 s
-DESKTOP, MOBILE = 1280, 390
 WIDTHS = pytest.mark.parametrize("width", [DESKTOP, MOBILE], ids=["desktop", "mobile"])
-expect.set_options(timeout=UI_TIMEOUT_MS)  # a busy CI machine: waits are generous, never timed
-
-LiveServerFactory = Callable[..., contextlib.AbstractAsyncContextManager[str]]
-
-
-@pytest.fixture
-def live_server(clean_db: str, tmp_path: Path) -> LiveServerFactory:
-    """Start the real app on a listening socket; yields its base URL (same DB and workdir)."""
-
-    @contextlib.asynccontextmanager
-    async def factory(*, start_worker: bool = True, **overrides: Any) -> AsyncIterator[str]:
-        settings = make_settings(clean_db, tmp_path / "workdir", **overrides)
-
-        async def container_factory(s: Settings) -> Container:
-            return await build_container(s, start_worker=start_worker)
-
-        app = create_app(settings, container_factory=container_factory)
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            lifespan="on",
-            log_level="warning",
-            timeout_graceful_shutdown=5,
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, name="console-e2e-uvicorn", daemon=True)
-        thread.start()
-        try:
-            deadline = asyncio.get_running_loop().time() + 30
-            while not server.started:
-                if not thread.is_alive() or asyncio.get_running_loop().time() > deadline:
-                    raise RuntimeError("the app did not start under uvicorn")
-                await asyncio.sleep(0.05)
-            port = server.servers[0].sockets[0].getsockname()[1]
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            await asyncio.to_thread(thread.join, 30)
-
-    return factory
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"{CHROMIUM} is missing: the console tests need Debian's chromium. "
-            "Install it with scripts/ensure_chromium.sh (apt-get install chromium).",
-            pytrace=False,
-        )
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
-async def open_console(
-    browser: Browser, base_url: str, *, width: int = DESKTOP
-) -> tuple[Page, list[str]]:
-    """A fresh page on ``/`` (redirects to the console), connected with the API key."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    context = await browser.new_context(
-        viewport={"width": width, "height": 900 if width >= DESKTOP else 844},
-        reduced_motion="reduce",
-        is_mobile=width < DESKTOP,
-        has_touch=width < DESKTOP,
-    )
-    page = await context.new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    await page.goto(base_url + "/")
-    assert page.url == base_url + "/console/"
-    await page.fill("#api-key", API_KEY)
-    await page.click("#key-form button[type=submit]")
-    await expect(page.locator("#connection")).to_have_text("connected")
-    return page, errors
-
-
-async def create_thread(page: Page, title: str) -> None:
-    await page.fill("#new-thread-title", title)
-    await page.click("#new-thread-form button[type=submit]")
-    await expect(page.locator("#thread-title")).to_have_text(title)
-    await expect(page.locator("#thread-list [aria-current=true]")).to_contain_text(title)
 
 
 def track_requests(page: Page, url_suffix: str) -> list[Request]:

@@ -9,21 +9,15 @@ import httpx
 import pytest
 from playwright.async_api import Browser, expect
 
-from tests.e2e.test_console import (  # noqa: F401 - fixtures
-    UI_TIMEOUT_MS,
-    LiveServerFactory,
-    browser,
-    create_thread,
-    live_server,
-)
+from tests.support.console import UI_TIMEOUT_MS, LiveServerFactory, create_thread
 from tests.support.oidc_provider import running_idp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_console_signs_in_with_a_token(
-    live_server: LiveServerFactory,  # noqa: F811
-    browser: Browser,  # noqa: F811
+    live_server: LiveServerFactory,
+    browser: Browser,
     tmp_path: Path,
 ) -> None:
     async with running_idp(tmp_path / "idp.log") as idp, live_server(**idp.settings()) as base:

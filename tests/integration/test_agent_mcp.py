@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import API_KEY, AUTH, AppFactory, AppHarness
 from tests.support.api import messages, run_turns
+from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
 from tests.support.processes import ROOT, free_port
 from tests.support.waiting import wait_until
 

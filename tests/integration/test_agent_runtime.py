@@ -13,8 +13,8 @@ import pytest
 from app.db.run_events import DeltaEvent
 from app.db.urls import libpq_url
 from app.repositories.run_events import RunEventRepository
-from tests.conftest import AUTH, AppFactory
 from tests.support.api import add_doc, messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import messages, run_turns, state
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.summarizers import CountingSummarizer
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from app.api.console import VENDOR_DIR, VENDOR_PATH
-from tests.conftest import AppFactory
+from tests.support.app_harness import AppFactory
 
 pytestmark = pytest.mark.integration
 

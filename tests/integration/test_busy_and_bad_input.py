@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.api import add_doc, new_thread
+from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 
 pytestmark = pytest.mark.integration
 

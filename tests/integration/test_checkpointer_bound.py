@@ -22,8 +22,8 @@ import pytest
 
 from app.db.session import CHECKPOINTER_APPLICATION_NAME
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, assert_clean_503, messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 

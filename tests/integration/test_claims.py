@@ -15,12 +15,14 @@ import psycopg
 import pytest
 from sqlalchemy import event
 
+from app.db.models import RunStatus
 from app.db.urls import libpq_url
+from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, RunClaims
-from app.worker.errors import LEASE_EXPIRED
-from tests.conftest import AUTH, AppFactory, AppHarness
+from app.worker.errors import CANCELLED, LEASE_EXPIRED
 from tests.support.api import new_thread
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +38,12 @@ async def post(h: AppHarness, tid: str, content: str) -> str:
 async def complete(h: AppHarness, claimed: ClaimedRun) -> None:
     """End the run as its worker would after a turn."""
     async with h.container.sessions() as session, session.begin():
-        await RunRepository(session).complete(claimed.run_id)
+        run = await RunRepository(session).get(claimed.run_id)
+        assert run is not None and run.lease_holder is not None
+        written = await RunLeaseStatements(session).finish(
+            claimed.run_id, run.lease_holder, RunStatus.COMPLETED, cancel_error=CANCELLED
+        )
+        assert written == RunStatus.COMPLETED
 
 
 def content_of(claimed: ClaimedRun) -> str:
@@ -77,7 +84,7 @@ async def test_new_input_looks_for_dangling_tool_calls_unless_the_last_run_compl
         first = await worker.claim_next()
         assert first is not None and first.repair
         async with h.container.sessions() as session, session.begin():
-            await RunRepository(session).fail(first.run_id, LEASE_EXPIRED)
+            await RunLeaseStatements(session).fail(first.run_id, LEASE_EXPIRED)
         second = await worker.claim_next()
         assert second is not None and second.repair
         await complete(h, second)
@@ -158,7 +165,13 @@ async def test_two_workers_claiming_at_once_never_take_the_same_thread(
                 await post(h, tid, f"t{t}m{n}")
         settings = h.container.settings.worker
         workers = [
-            RunClaims(h.container.sessions, holder, settings.lease_seconds, 0)
+            RunClaims(
+                h.container.sessions,
+                holder,
+                settings.lease_seconds,
+                0,
+                engine=h.container.engine,
+            )
             for holder in ("worker-a", "worker-b")
         ]
         claimed: list[ClaimedRun] = []

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from app.services.agent_state import compression_suggested
-from tests.conftest import AUTH, AppFactory
 from tests.support.api import messages, new_thread, run_turns, seed_kb, state
+from tests.support.app_harness import AUTH, AppFactory
 from tests.support.corpus import BIG
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.summarizers import BlockingSummarizer, FailingSummarizer

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from app.api.controllers import runs as runs_controller
-from tests.conftest import AUTH, AppFactory
 from tests.support.api import add_doc, new_thread
+from tests.support.app_harness import AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
 
 pytestmark = pytest.mark.integration

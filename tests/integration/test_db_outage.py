@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import assert_clean_503, messages, new_thread, run_turns, seed_kb, state
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.corpus import BIG
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.tcp_proxy import PostgresProxy, postgres_proxy

@@ -19,8 +19,8 @@ from app.config import Settings, load_settings
 from app.container import Container, build_container
 from app.db.migrate import upgrade_head
 from app.main import create_app
-from tests.conftest import AUTH, AppHarness, make_settings
 from tests.support.api import BODIES, concrete_path, openapi_operations
+from tests.support.app_harness import AUTH, AppHarness, make_settings
 from tests.support.database import fresh_database
 from tests.support.processes import (
     ROOT,

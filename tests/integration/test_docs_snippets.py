@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.main import create_app
-from tests.conftest import API_KEY, make_settings
+from tests.support.app_harness import API_KEY, make_settings
 from tests.support.live_server import serve_in_thread
 from tests.support.processes import ROOT
 

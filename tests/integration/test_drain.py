@@ -12,31 +12,14 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH, AppFactory
 from tests.support.api import messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory
 from tests.support.openai_server import OpenAICompatibleServer
-from tests.support.processes import app_process, reaped, wait_exit, worker_check
+from tests.support.processes import app_process, reaped, wait_exit, worker_check, worker_env
 from tests.support.search_backend import SearchBackend
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def worker_env(db: str, srv: OpenAICompatibleServer, tmp: Path, name: str, **extra: str) -> dict:
-    return {
-        "DATABASE_URL": db,
-        "THREADKEEPER_LLM_BASE_URL": srv.base_url,
-        "THREADKEEPER_LLM_API_KEY": "k",
-        "THREADKEEPER_WORKER_POLL_SECONDS": "0.1",
-        "THREADKEEPER_HEARTBEAT_SECONDS": "0.5",
-        "THREADKEEPER_LEASE_SECONDS": "30",  # recovery by lease expiry must play no part here
-        "THREADKEEPER_WORKDIR_ROOT": str(tmp / "wd"),
-        "THREADKEEPER_API_KEYS": f"alice:{API_KEY}",
-        "THREADKEEPER_LOG_LEVEL": "INFO",
-        "THREADKEEPER_LOG_JSON": "true",
-        "THREADKEEPER_WORKER_HEARTBEAT_FILE": str(tmp / f"{name}.heartbeat"),
-        **extra,
-    }
 
 
 async def test_sigterm_finishes_or_hands_over_and_never_reruns_a_tool(

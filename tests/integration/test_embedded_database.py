@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: One test that builds the app (its logging on pytest's capture stream) at INFO.
 TINY = """
-from tests.conftest import AUTH
+from tests.support.app_harness import AUTH
 
 
 async def test_tiny(app_factory):

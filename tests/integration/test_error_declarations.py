@@ -14,8 +14,8 @@ from litestar.routes import HTTPRoute
 from app.api.error_declarations import declared_errors
 from app.api.errors import UNDECLARED
 from app.api.schemas import ErrorCode
-from tests.conftest import AUTH, AppFactory
 from tests.support.api import new_thread
+from tests.support.app_harness import AUTH, AppFactory
 
 pytestmark = pytest.mark.integration
 

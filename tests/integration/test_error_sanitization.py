@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from app.worker.errors import PROVIDER_ERROR
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.api import new_thread
+from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, reaped, wait_exit
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import API_KEY, AUTH, AppFactory
 from tests.support.api import new_thread
+from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -21,8 +21,15 @@ from app.config import Settings
 from app.container import Container, build_container
 from app.db.urls import libpq_url
 from app.main import create_app
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory, AppHarness, make_settings
 from tests.support.api import assert_clean_503, messages, new_thread, run_turns, seed_kb, state
+from tests.support.app_harness import (
+    API_KEY,
+    AUTH,
+    OTHER_KEY,
+    AppFactory,
+    AppHarness,
+    make_settings,
+)
 from tests.support.corpus import BIG
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer, count_prompt_tokens
@@ -423,9 +430,10 @@ async def test_client_disconnect_during_compress_leaves_a_consistent_thread(
         return await build_container(s, summarizer=summarizer, start_worker=True)
 
     app = create_app(settings, container_factory=container_factory)
-    async with serve_in_loop(app) as base_url, httpx.AsyncClient(
-        base_url=base_url, timeout=60
-    ) as api:
+    async with (
+        serve_in_loop(app) as base_url,
+        httpx.AsyncClient(base_url=base_url, timeout=60) as api,
+    ):
         h = AppHarness(app, api)
         await seed_kb(h)
         tid = await new_thread(h)

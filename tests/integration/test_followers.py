@@ -26,7 +26,7 @@ from app.db.session import LISTENER_APPLICATION_NAME
 from app.db.urls import libpq_url
 from app.main import create_app
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
-from tests.conftest import AUTH, OTHER_AUTH, AppHarness, make_settings
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppHarness, make_settings
 from tests.support.live_server import serve_in_loop
 
 pytestmark = pytest.mark.integration

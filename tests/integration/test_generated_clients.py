@@ -18,10 +18,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -30,18 +28,20 @@ from pathlib import Path
 import pytest
 
 from app.main import create_app
-from tests.conftest import API_KEY, make_settings
+from tests.support.app_harness import API_KEY, make_settings
 from tests.support.corpus import BIG, BIG_DOC
+from tests.support.generated_clients import (
+    BIN,
+    CLIENTS,
+    ROOT,
+    assert_flow,
+    generate_python_client,
+    no_casts,
+    run,
+)
 from tests.support.live_server import serve_in_thread
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
-CLIENTS = ROOT / "tests" / "clients"
-BIN = Path(sys.executable).parent
-#: Casts, non-null assertions and checker escapes the programs must not need, per language.
-TS_CASTS = (" as ", "<any>", ": any", "!.", "!;", "!)", "@ts-")
-PY_CASTS = ("cast(", "type: ignore", "Any)", "Any =")
 
 
 NEGATIVE = CLIENTS / "must_not_compile"
@@ -50,16 +50,6 @@ NEGATIVE = CLIENTS / "must_not_compile"
 TS_DIAGNOSTIC = re.compile(r"^[^(\s]+\((\d+),\d+\): error (TS\d+):", re.MULTILINE)
 PY_DIAGNOSTIC = re.compile(r"^[^:\s]+:(\d+): error: .*\[([a-z-]+)\]$", re.MULTILINE)
 EXPECTED = re.compile(r"expected: ([A-Za-z0-9-]+)")
-
-
-def run(cmd: list[str], cwd: Path, timeout: float = 300, *, fails: bool = False) -> str:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False
-    )
-    output = done.stdout + done.stderr
-    assert (done.returncode != 0) == fails, f"{' '.join(cmd)} (exit {done.returncode}):\n{output}"
-    return output
 
 
 def expected_diagnostics(program: Path) -> set[tuple[int, str]]:
@@ -114,12 +104,6 @@ def live(clean_db: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         spec = tmp_path / "openapi.json"
         spec.write_bytes(httpx.get(f"{base_url}/schema/openapi.json").content)
         yield base_url, spec
-
-
-def no_casts(program: Path) -> None:
-    text = program.read_text()
-    found = [c for c in (PY_CASTS if program.suffix == ".py" else TS_CASTS) if c in text]
-    assert not found, f"{program.name} uses {found}"
 
 
 def typescript_project(tmp_path: Path, node_modules: Path, program: str) -> Path:
@@ -186,16 +170,6 @@ def assert_waited_for_dispatch(base_url: str, before: Counter[str]) -> None:
     assert during[GET_REQUEST] == 0, during
 
 
-def assert_flow(lines: list[str]) -> None:
-    """What every program prints: the final status frame, the finished run, a typed error."""
-    text = "\n".join(lines)
-    assert "run completed" in text or "final: completed" in text, text
-    assert any(line.startswith("workdir ") and "sha256 ok" in line for line in lines), text
-    assert any(line.startswith(("409: invalid_state", "409: thread_busy")) for line in lines), text
-    assert any(line.startswith("compressed: ") and "1 offloaded" in line for line in lines), text
-    assert any(line.startswith("422: nothing_to_compress") for line in lines), text
-
-
 def test_hey_api_client(live: tuple[str, Path], node_modules: Path, tmp_path: Path) -> None:
     base_url, spec = live
     project = typescript_project(tmp_path, node_modules, "hey.ts")
@@ -233,27 +207,6 @@ def test_openapi_typescript_and_fetch(
     assert_flow(lines)
     assert_typescript_rejects(project, "fetch.ts")
     assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
-
-
-def generate_python_client(spec: Path, tmp_path: Path) -> str:
-    """``threadkeeper_client`` in ``tmp_path``, generated from ``spec``; the generator's output."""
-    config = tmp_path / "generator.yaml"
-    config.write_text("post_hooks: []\n")
-    return run(
-        [
-            str(BIN / "openapi-python-client"),
-            "generate",
-            "--path",
-            str(spec),
-            "--output-path",
-            str(tmp_path / "threadkeeper_client"),
-            "--meta",
-            "none",
-            "--config",
-            str(config),
-        ],
-        tmp_path,
-    )
 
 
 def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:

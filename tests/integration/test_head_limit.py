@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import API_KEY, AUTH, AppFactory
+from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
 from tests.support.raw_http import HANG_GUARD, parse_response, read_until_closed
 

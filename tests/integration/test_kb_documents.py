@@ -10,7 +10,7 @@ from sqlalchemy import func, literal_column, select
 
 from app.db.models import KbChunk, KbDocument
 from app.repositories.knowledge_base import or_tsquery_text
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 OTHER = OTHER_AUTH

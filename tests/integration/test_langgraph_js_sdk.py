@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import API_KEY, AppFactory
 from tests.support.api import add_doc
+from tests.support.app_harness import API_KEY, AppFactory
 from tests.support.live_server import serve_in_loop
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # npm ci + a Node process

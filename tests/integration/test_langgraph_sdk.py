@@ -9,8 +9,8 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError
 
-from tests.conftest import API_KEY, AppFactory
 from tests.support.api import add_doc, seed_kb
+from tests.support.app_harness import API_KEY, AppFactory
 from tests.support.corpus import BIG
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer
@@ -107,7 +107,7 @@ async def test_core_flow_with_every_stream_mode(app_factory: AppFactory) -> None
         upd = await h.client.post(
             f"/threads/{tid}/state", json={"values": {}}, headers={"X-Api-Key": API_KEY}
         )
-        assert upd.status_code == 501 and upd.json()["error"] == "not_supported"
+        assert upd.status_code == 501 and upd.json()["error"] == "not_implemented"
 
 
 async def test_auth_cors_and_errors(app_factory: AppFactory) -> None:
@@ -150,9 +150,9 @@ async def test_auth_cors_and_errors(app_factory: AppFactory) -> None:
             },
             headers=key,
         )
-        assert bad.status_code == 422, bad.text
+        assert bad.status_code == 422 and bad.json()["error"] == "unprocessable", bad.text
         crons = await c.post("/runs/crons", json={}, headers=key)
-        assert crons.status_code == 501 and crons.json()["error"] == "not_supported"
+        assert crons.status_code == 501 and crons.json()["error"] == "not_implemented"
         for method, path in [
             ("POST", f"/threads/{tid}/runs/crons"),
             ("POST", "/assistants"),
@@ -161,6 +161,7 @@ async def test_auth_cors_and_errors(app_factory: AppFactory) -> None:
         ]:
             refused = await c.request(method, path, json={}, headers=key)
             assert refused.status_code == 501, (path, refused.text)
+            assert refused.json()["error"] == "not_implemented"
             assert "not supported" in refused.json()["detail"]
         assert (await c.delete("/assistants/default", headers=key)).status_code == 405
         assert (await c.get("/assistants/nope", headers=key)).status_code == 404

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, AUTH
+from tests.support.app_harness import API_KEY, AUTH
 from tests.support.processes import app_process, free_port, reaped, served, stop
 from tests.support.waiting import wait_terminal, wait_until
 

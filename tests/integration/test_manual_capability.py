@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import new_thread, run_turns, seed_kb, state
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.corpus import BIG
 
 pytestmark = pytest.mark.integration

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import AppFactory
 from tests.support import prometheus_text
 from tests.support.api import new_thread
+from tests.support.app_harness import AppFactory
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
 from tests.support.api import new_thread, run_turns, seed_kb
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory, AppHarness
 from tests.support.corpus import BIG
 
 pytestmark = pytest.mark.integration

@@ -35,7 +35,7 @@ from app.compression.workdir import PgIndex, S3Store, Workdir, WorkdirError, ope
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
 from benchmarks.offload_batch import conversation, result_text
-from tests.conftest import make_settings
+from tests.support.app_harness import make_settings
 from tests.support.processes import reaped
 
 pytestmark = pytest.mark.integration
@@ -283,7 +283,8 @@ from app.compression.offload import deterministic_pass
 from app.compression.tokens import TokenCounter
 from app.compression.workdir import LocalStore, PgIndex, S3Store, Workdir
 from app.db.session import create_engine, create_session_factory
-from tests.integration.test_offload_batch import BATCH, PREVIEW_TOKENS, conversation
+from benchmarks.offload_batch import conversation
+BATCH, PREVIEW_TOKENS = {BATCH}, {PREVIEW_TOKENS}
 
 async def main() -> None:
     url = os.environ["TK_WORKDIR_URL"]
@@ -323,7 +324,10 @@ async def test_killed_between_files_and_index_a_retry_indexes_the_stored_origina
     ):
         locker.execute("BEGIN")
         locker.execute("LOCK TABLE workdir_index IN SHARE ROW EXCLUSIVE MODE")
-        command = [sys.executable, "-c", CHILD]
+        child = CHILD.replace("{BATCH}", str(BATCH)).replace(
+            "{PREVIEW_TOKENS}", str(PREVIEW_TOKENS)
+        )
+        command = [sys.executable, "-c", child]
         proc = await asyncio.to_thread(subprocess.Popen, command, cwd=REPO, env=env)
         with reaped(proc):
             waiting = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, AUTH
+from tests.support.app_harness import API_KEY, AUTH
 from tests.support.processes import app_run, free_port, served
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -20,7 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory
+from tests.support.app_harness import AUTH, AppFactory
 
 pytestmark = pytest.mark.integration
 

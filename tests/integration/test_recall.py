@@ -11,8 +11,8 @@ import pytest
 
 from app.compression.workdir import INDEX_PATH
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread, run_turns, state
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.corpus import BIG_DOC
 
 pytestmark = pytest.mark.integration

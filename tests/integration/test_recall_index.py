@@ -35,7 +35,7 @@ from app.compression.workdir import (
     open_workdir,
 )
 from app.db.session import create_engine, create_session_factory
-from tests.conftest import make_settings
+from tests.support.app_harness import make_settings
 from tests.support.workdir_tamper import bucket_of, tamper
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
 from tests.support.api import messages, new_thread
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory, AppHarness
 from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from app.api.json_guard import MAX_JSON_DEPTH
-from tests.conftest import API_KEY, AUTH, AppFactory
 from tests.support.api import BODIES, concrete_path, new_thread, openapi_operations
+from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
 from tests.support.raw_http import HANG_GUARD, parse_response, read_until_closed
 

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 

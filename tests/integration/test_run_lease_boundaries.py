@@ -6,7 +6,6 @@ is stored, and the statement run again does its whole work once."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,36 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.models import (
     AgentRun,
     AgentRunRequest,
-    Conversation,
     RequestStatus,
     RunEvent,
     RunStatus,
 )
-from app.db.session import create_session_factory
+from app.db.session import autocommit, create_session_factory
 from app.repositories.run_leases import RunLeaseStatements
-from app.repositories.runs import RunRepository
 from app.worker.errors import CANCELLED
-from tests.integration.test_run_transitions import HOLDER, Sessions, started
+from tests.support.runs import HOLDER, queued, started
 from tests.support.statement_kill import kill_while_waiting
 
 pytestmark = pytest.mark.integration
-
-
-async def queued(sessions: Sessions) -> tuple[uuid.UUID, uuid.UUID]:
-    """A thread with one queued request."""
-    async with sessions() as session, session.begin():
-        conv = Conversation(id=uuid.uuid4(), owner_id="alice")
-        session.add(conv)
-        await session.flush()
-        request = AgentRunRequest(
-            id=uuid.uuid4(),
-            thread_id=conv.id,
-            seq=1,
-            payload={"content": "hi", "lc_id": "h1"},
-            status=RequestStatus.QUEUED,
-        )
-        session.add(request)
-    return conv.id, request.id
 
 
 async def in_transaction(
@@ -57,12 +37,11 @@ async def in_transaction(
         return await work(RunLeaseStatements(conn))
 
 
-async def autocommit(
+async def in_autocommit(
     engine: AsyncEngine, work: Callable[[RunLeaseStatements], Awaitable[Any]]
 ) -> Any:
     """As the worker runs the finish: one statement in autocommit."""
-    async with engine.connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
+    async with autocommit(engine) as conn:
         return await work(RunLeaseStatements(conn))
 
 
@@ -110,7 +89,7 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
     def finish(leases: RunLeaseStatements) -> Awaitable[Any]:
         return leases.finish(run_id, HOLDER, RunStatus.COMPLETED, cancel_error=CANCELLED)
 
-    await kill_while_waiting(clean_db, "run finish", autocommit(engine, finish))
+    await kill_while_waiting(clean_db, "run finish", in_autocommit(engine, finish))
 
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
@@ -123,7 +102,7 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
             == events_before
         )
 
-    assert await autocommit(engine, finish) == RunStatus.COMPLETED
+    assert await in_autocommit(engine, finish) == RunStatus.COMPLETED
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
         assert run is not None and run.status == RunStatus.COMPLETED
@@ -136,7 +115,7 @@ async def test_a_finish_killed_mid_statement_leaves_the_run_leased(
         assert [e["status"] for e in finals][-1] == "completed"
         assert len(finals) == events_before + 1
     # Finished once: the lease is gone, a second finish writes nothing.
-    assert await autocommit(engine, finish) is None
+    assert await in_autocommit(engine, finish) is None
 
 
 async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back(
@@ -146,23 +125,23 @@ async def test_a_resumable_claim_killed_mid_statement_leaves_the_run_handed_back
     run_id = await started(sessions)
     marker = {"threadkeeper_handoff": {"holder": "gone-worker", "human": None}}
     async with sessions() as session, session.begin():
-        await RunRepository(session).release(run_id, marker)
+        await RunLeaseStatements(session).release(run_id, marker)
 
     def claim(leases: RunLeaseStatements) -> Awaitable[Any]:
         return leases.claim_resumable("next-worker", 30)
 
-    await kill_while_waiting(clean_db, "run claim_resumable", autocommit(engine, claim))
+    await kill_while_waiting(clean_db, "run claim_resumable", in_autocommit(engine, claim))
 
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
         assert run is not None
         assert (run.lease_holder, run.resume_payload) == (None, marker)
 
-    got = await autocommit(engine, claim)
+    got = await in_autocommit(engine, claim)
     assert got is not None and got.run_id == run_id and got.payload == marker
     async with sessions() as session:
         run = await session.get(AgentRun, run_id)
         assert run is not None
         assert (run.lease_holder, run.resume_payload) == ("next-worker", None)
     # Claimed once: nothing is handed back any more.
-    assert await autocommit(engine, claim) is None
+    assert await in_autocommit(engine, claim) is None

@@ -14,8 +14,8 @@ import pytest
 from app.agents.middlewares.boundary import NOT_APPROVED
 from app.compression.tokens import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.api import add_doc, messages, new_thread
+from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, reaped
 from tests.support.waiting import wait_until
@@ -100,7 +100,7 @@ async def test_interrupt_respond_and_edit_decisions_are_checked_at_resume(
                 url, json={"decisions": [{"type": "edit", "args": args}]}, headers=AUTH
             )
             assert bad.status_code == 422, bad.text
-            assert bad.json()["error"] == "validation_error"
+            assert bad.json()["error"] == "invalid_tool_arguments"
             assert all(name in bad.json()["detail"] for name in names), bad.text
         no_message = await h.client.post(
             url, json={"decisions": [{"type": "respond"}]}, headers=AUTH

@@ -17,7 +17,7 @@ from app.db.models import AgentRun, Conversation, Message, RunEvent, RunStatus
 from app.db.run_events import DeltaEvent
 from app.db.session import create_session_factory
 from app.worker.ledger import LeaseLost, RunLedger
-from tests.integration.test_run_transitions import HOLDER, Sessions, started
+from tests.support.runs import HOLDER, Sessions, started
 from tests.support.statement_kill import kill_while_waiting
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ async def test_a_step_stores_messages_usage_and_events_in_order_once(engine: Asy
     sessions = create_session_factory(engine)
     run_id = await started(sessions)
     tid = await thread_of(sessions, run_id)
-    ledger = RunLedger(sessions, HOLDER, 30)
+    ledger = RunLedger(sessions, HOLDER, 30, engine=engine)
     delta = DeltaEvent(type="delta", lc_id="ai-1", text="thinking")
     tool = ToolMessage(content="{}", tool_call_id="call-1", name="query_kb", id="tool-1")
 
@@ -104,7 +104,7 @@ async def test_a_step_of_a_run_no_longer_leased_writes_nothing(
     async with sessions() as session, session.begin():
         await session.execute(update(AgentRun).where(AgentRun.id == run_id).values(**values))
 
-    ledger = RunLedger(sessions, HOLDER, 30)
+    ledger = RunLedger(sessions, HOLDER, 30, engine=engine)
     delta = DeltaEvent(type="delta", lc_id="ai-1", text="x")
     with pytest.raises(LeaseLost):
         await ledger.persist_update(tid, run_id, {"messages": [reply()]}, [delta])
@@ -129,7 +129,7 @@ async def test_a_step_killed_mid_statement_leaves_nothing_and_goes_again(
     sessions = create_session_factory(engine)
     run_id = await started(sessions)
     tid = await thread_of(sessions, run_id)
-    ledger = RunLedger(sessions, HOLDER, 30)
+    ledger = RunLedger(sessions, HOLDER, 30, engine=engine)
     await kill_while_waiting(
         clean_db, "run step", ledger.persist_update(tid, run_id, {"messages": [reply()]})
     )
@@ -147,7 +147,7 @@ async def test_a_lease_check_locks_nothing(engine: AsyncEngine) -> None:
     sessions = create_session_factory(engine)
     run_id = await started(sessions)
     tid = await thread_of(sessions, run_id)
-    ledger = RunLedger(sessions, HOLDER, 30)  # a locking check would wait up to 30 s
+    ledger = RunLedger(sessions, HOLDER, 30, engine=engine)  # a locking check would wait up to 30 s
     async with sessions() as session, session.begin():
         await session.execute(
             select(Conversation.id).where(Conversation.id == tid).with_for_update()

@@ -1,8 +1,10 @@
-"""RunRepository's status transitions, the one writer of a run's status, on real PostgreSQL.
+"""The run state machine (app/repositories/run_leases.py), the one writer of a run's status, on
+real PostgreSQL: every transition production uses, through the statements production runs.
 
-Each transition writes the run's status and its typed ``status`` event in the caller's
-transaction (both commit or neither does), and a change the state machine does not allow is
-refused with nothing written.
+Each transition writes the run's status and its typed ``status`` event together (in the
+caller's transaction when it has one: both commit or neither does), and a change the state
+machine does not allow is refused with nothing written: ``IllegalTransition``, or for the
+worker's ``finish`` of a run no longer its own, no status written (None).
 """
 
 from __future__ import annotations
@@ -14,28 +16,19 @@ from typing import Any
 import msgspec
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import (
-    AgentRun,
-    AgentRunRequest,
-    Conversation,
-    RequestStatus,
-    RunEvent,
-    RunStatus,
-)
+from app.db.models import AgentRun, RunEvent, RunStatus
 from app.db.run_events import StatusEvent
 from app.db.session import create_engine, create_session_factory
-from app.repositories.run_leases import RunLeaseStatements
-from app.repositories.runs import IllegalTransition, RunRepository
-from app.worker.errors import CANCELLED, LEASE_EXPIRED
+from app.repositories.run_leases import IllegalTransition, RunLeaseStatements
+from app.repositories.runs import RunRepository
+from app.worker.errors import CANCELLED, LEASE_EXPIRED, WORKER_STOPPED
+from tests.support.runs import HOLDER, Sessions, started
 
 pytestmark = pytest.mark.integration
 
-HOLDER = "test-holder"
 INTERRUPT = {"action_requests": [{"name": "search", "args": {"q": "x"}}]}
-
-Sessions = async_sessionmaker[AsyncSession]
 
 
 @pytest.fixture
@@ -47,50 +40,38 @@ async def sessions(clean_db: str) -> AsyncIterator[Sessions]:
         await engine.dispose()
 
 
-async def started(sessions: Sessions) -> uuid.UUID:
-    """A fresh thread with one dispatched request and its running, leased run (started by the
-    claim's statement, the one home of a run's start)."""
+async def transition(
+    sessions: Sessions, work: Callable[[RunLeaseStatements], Awaitable[Any]]
+) -> Any:
+    """One transition in a session's transaction, as a use case runs it."""
     async with sessions() as session, session.begin():
-        conv = Conversation(id=uuid.uuid4(), owner_id="alice")
-        session.add(conv)
-        await session.flush()
-        # The request as intake queued it (intake itself is one SQL statement on its own
-        # connection: tests/integration/test_requests_api.py covers it).
-        request = AgentRunRequest(
-            id=uuid.uuid4(),
-            thread_id=conv.id,
-            seq=1,
-            payload={"content": "hi", "lc_id": "h1"},
-            status=RequestStatus.QUEUED,
-        )
-        session.add(request)
-        await session.flush()
-        run = await RunLeaseStatements(session).start_head(conv.id, HOLDER, 30)
-        assert run is not None and run.request_id == request.id
-        assert (await session.get(AgentRunRequest, request.id, populate_existing=True)).status == (
-            RequestStatus.DISPATCHED
-        )
-        return run.run_id
+        return await work(RunLeaseStatements(session))
+
+
+async def finish(sessions: Sessions, run_id: uuid.UUID, status: RunStatus, **kw: Any) -> Any:
+    """The worker's end of a run it holds."""
+    return await transition(
+        sessions, lambda t: t.finish(run_id, HOLDER, status, cancel_error=CANCELLED, **kw)
+    )
 
 
 async def interrupted(sessions: Sessions) -> uuid.UUID:
     run_id = await started(sessions)
-    async with sessions() as session, session.begin():
-        await RunRepository(session).interrupt(run_id, INTERRUPT)
+    assert await finish(sessions, run_id, RunStatus.INTERRUPTED, interrupt=INTERRUPT) == (
+        RunStatus.INTERRUPTED
+    )
     return run_id
 
 
 async def completed(sessions: Sessions) -> uuid.UUID:
     run_id = await started(sessions)
-    async with sessions() as session, session.begin():
-        await RunRepository(session).complete(run_id)
+    assert await finish(sessions, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
     return run_id
 
 
 async def cancelled(sessions: Sessions) -> uuid.UUID:
     run_id = await interrupted(sessions)
-    async with sessions() as session, session.begin():
-        await RunRepository(session).cancel(run_id, CANCELLED)
+    await transition(sessions, lambda t: t.cancel(run_id, CANCELLED))
     return run_id
 
 
@@ -126,6 +107,7 @@ async def test_interrupt_then_resume_then_claim(sessions: Sessions) -> None:
     run, events = await run_and_events(sessions, run_id)
     assert run.status == RunStatus.INTERRUPTED and run.interrupt == INTERRUPT
     assert run.lease_holder is None and run.lease_expires_at is None
+    assert run.finished_at is None  # interrupted is not final
     last = status_event(events[-1])
     assert last.status == "interrupted" and not last.final
     assert msgspec.to_builtins(last.interrupt) == {
@@ -134,17 +116,16 @@ async def test_interrupt_then_resume_then_claim(sessions: Sessions) -> None:
     }
 
     decisions = {"decisions": [{"type": "approve"}]}
-    async with sessions() as session, session.begin():
-        await RunRepository(session).resume(run_id, decisions)
+    await transition(sessions, lambda t: t.resume(run_id, decisions))
     run, events = await run_and_events(sessions, run_id)
     assert run.status == RunStatus.RUNNING and run.interrupt is None
     assert run.resume_payload == decisions and run.lease_holder is None
     assert status_event(events[-1]).status == "resumed"
 
-    async with sessions() as session, session.begin():
-        claimed = await RunRepository(session).claim_resumable("other-holder", 30)
+    claimed = await transition(sessions, lambda t: t.claim_resumable("other-holder", 30))
     assert claimed is not None
-    assert claimed[0].id == run_id and claimed[1] == decisions
+    assert claimed.run_id == run_id and claimed.payload == decisions
+    assert claimed.owner_id == "alice"
     run, events = await run_and_events(sessions, run_id)
     assert run.lease_holder == "other-holder" and run.resume_payload is None
     assert status_event(events[-1]).status == "running"
@@ -153,8 +134,7 @@ async def test_interrupt_then_resume_then_claim(sessions: Sessions) -> None:
 async def test_release_hands_the_run_back_with_a_handoff_event(sessions: Sessions) -> None:
     run_id = await started(sessions)
     marker = {"threadkeeper_handoff": {"holder": HOLDER, "human": None}}
-    async with sessions() as session, session.begin():
-        await RunRepository(session).release(run_id, marker)
+    await transition(sessions, lambda t: t.release(run_id, marker))
     run, events = await run_and_events(sessions, run_id)
     assert run.status == RunStatus.RUNNING and run.lease_holder is None
     assert run.resume_payload == marker
@@ -169,24 +149,35 @@ async def test_complete_fail_and_cancel_are_final(sessions: Sessions) -> None:
     assert run.error_code is None and run.lease_holder is None
     assert status_event(events[-1]) == StatusEvent(type="status", status="completed", final=True)
 
-    failing = await started(sessions)
-    async with sessions() as session, session.begin():
-        await RunRepository(session).fail(failing, LEASE_EXPIRED)
-    run, events = await run_and_events(sessions, failing)
-    assert (run.status, run.error_code, run.error) == (
-        RunStatus.FAILED,
-        "lease_expired",
-        LEASE_EXPIRED.message,
+    # Failed by its worker (finish), and without it (lease expired, worker stopped).
+    by_worker = await started(sessions)
+    assert await finish(sessions, by_worker, RunStatus.FAILED, error=WORKER_STOPPED) == (
+        RunStatus.FAILED
     )
-    last = status_event(events[-1])
-    assert (last.status, last.error_code, last.error, last.final) == (
-        "failed",
-        "lease_expired",
-        LEASE_EXPIRED.message,
-        True,
-    )
+    expired = await started(sessions)
+    await transition(sessions, lambda t: t.fail(expired, LEASE_EXPIRED))
+    for run_id, error in ((by_worker, WORKER_STOPPED), (expired, LEASE_EXPIRED)):
+        run, events = await run_and_events(sessions, run_id)
+        assert (run.status, run.error_code, run.error) == (
+            RunStatus.FAILED,
+            error.code,
+            error.message,
+        )
+        assert run.finished_at is not None and run.lease_holder is None
+        last = status_event(events[-1])
+        assert (last.status, last.error_code, last.error, last.final) == (
+            "failed",
+            error.code,
+            error.message,
+            True,
+        )
 
-    for run_id in (await cancelled(sessions), await _cancelled_while_running(sessions)):
+    ended = [
+        await cancelled(sessions),
+        await _cancelled_while_running(sessions),
+        await _cancel_requested_then_finished(sessions),
+    ]
+    for run_id in ended:
         run, events = await run_and_events(sessions, run_id)
         assert run.status == RunStatus.CANCELLED and run.cancel_requested
         assert run.error_code == "cancelled" and run.finished_at is not None
@@ -198,10 +189,30 @@ async def test_complete_fail_and_cancel_are_final(sessions: Sessions) -> None:
 
 async def _cancelled_while_running(sessions: Sessions) -> uuid.UUID:
     run_id = await started(sessions)
-    async with sessions() as session, session.begin():
-        await RunRepository(session).request_cancel(run_id)
-        await RunRepository(session).cancel(run_id, CANCELLED)
+
+    async def request_then_cancel(t: RunLeaseStatements) -> None:
+        await t.request_cancel(run_id)
+        await t.cancel(run_id, CANCELLED)
+
+    await transition(sessions, request_then_cancel)
     return run_id
+
+
+async def _cancel_requested_then_finished(sessions: Sessions) -> uuid.UUID:
+    """A cancel requested while the worker ran: its outcome (not a completion) becomes cancel."""
+    run_id = await started(sessions)
+    await transition(sessions, lambda t: t.request_cancel(run_id))
+    written = await finish(sessions, run_id, RunStatus.INTERRUPTED, interrupt=INTERRUPT)
+    assert written == RunStatus.CANCELLED
+    return run_id
+
+
+async def test_a_requested_cancel_does_not_undo_a_completion(sessions: Sessions) -> None:
+    run_id = await started(sessions)
+    await transition(sessions, lambda t: t.request_cancel(run_id))
+    assert await finish(sessions, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    run, _ = await run_and_events(sessions, run_id)
+    assert run.status == RunStatus.COMPLETED
 
 
 class _Abort(Exception):
@@ -212,7 +223,9 @@ async def test_status_and_event_commit_together_or_not_at_all(sessions: Sessions
     run_id = await started(sessions)
     with pytest.raises(_Abort):
         async with sessions() as session, session.begin():
-            await RunRepository(session).complete(run_id)
+            await RunLeaseStatements(session).finish(
+                run_id, HOLDER, RunStatus.COMPLETED, cancel_error=CANCELLED
+            )
             # Inside the transaction both are written...
             status = await session.scalar(select(AgentRun.status).where(AgentRun.id == run_id))
             assert status == RunStatus.COMPLETED
@@ -230,37 +243,51 @@ async def _event_count(session: AsyncSession, run_id: uuid.UUID) -> int:
     return int(count or 0)
 
 
-Transition = Callable[[RunRepository, uuid.UUID], Awaitable[Any]]
+Transition = Callable[[RunLeaseStatements, uuid.UUID], Awaitable[Any]]
+
+
+def _finish(status: RunStatus, **kw: Any) -> Transition:
+    return lambda t, i: t.finish(i, HOLDER, status, cancel_error=CANCELLED, **kw)
+
 
 ILLEGAL: list[tuple[str, Callable[[Sessions], Awaitable[uuid.UUID]], Transition]] = [
-    ("complete an interrupted run", interrupted, lambda r, i: r.complete(i)),
-    ("fail an interrupted run", interrupted, lambda r, i: r.fail(i, LEASE_EXPIRED)),
-    ("release an interrupted run", interrupted, lambda r, i: r.release(i, {"x": 1})),
-    ("interrupt an interrupted run", interrupted, lambda r, i: r.interrupt(i, INTERRUPT)),
-    ("resume a running run", started, lambda r, i: r.resume(i, {"decisions": []})),
-    ("resume a completed run", completed, lambda r, i: r.resume(i, {"decisions": []})),
-    ("fail a completed run", completed, lambda r, i: r.fail(i, LEASE_EXPIRED)),
-    ("cancel a completed run", completed, lambda r, i: r.cancel(i, CANCELLED)),
-    ("complete a cancelled run", cancelled, lambda r, i: r.complete(i)),
-    ("interrupt a cancelled run", cancelled, lambda r, i: r.interrupt(i, INTERRUPT)),
-    ("request a cancel of an interrupted run", interrupted, lambda r, i: r.request_cancel(i)),
+    ("complete an interrupted run", interrupted, _finish(RunStatus.COMPLETED)),
+    ("fail an interrupted run", interrupted, lambda t, i: t.fail(i, LEASE_EXPIRED)),
+    ("release an interrupted run", interrupted, lambda t, i: t.release(i, {"x": 1})),
+    (
+        "interrupt an interrupted run",
+        interrupted,
+        _finish(RunStatus.INTERRUPTED, interrupt=INTERRUPT),
+    ),
+    ("resume a running run", started, lambda t, i: t.resume(i, {"decisions": []})),
+    ("resume a completed run", completed, lambda t, i: t.resume(i, {"decisions": []})),
+    ("fail a completed run", completed, lambda t, i: t.fail(i, LEASE_EXPIRED)),
+    ("finish a completed run again", completed, _finish(RunStatus.FAILED, error=LEASE_EXPIRED)),
+    ("cancel a completed run", completed, lambda t, i: t.cancel(i, CANCELLED)),
+    ("complete a cancelled run", cancelled, _finish(RunStatus.COMPLETED)),
+    ("interrupt a cancelled run", cancelled, _finish(RunStatus.INTERRUPTED, interrupt=INTERRUPT)),
+    ("request a cancel of an interrupted run", interrupted, lambda t, i: t.request_cancel(i)),
 ]
 
 
 @pytest.mark.parametrize(
-    ("setup", "transition"), [(s, t) for _, s, t in ILLEGAL], ids=[n for n, _, _ in ILLEGAL]
+    ("setup", "change"), [(s, t) for _, s, t in ILLEGAL], ids=[n for n, _, _ in ILLEGAL]
 )
 async def test_an_illegal_transition_is_refused_and_writes_nothing(
     sessions: Sessions,
     setup: Callable[[Sessions], Awaitable[uuid.UUID]],
-    transition: Transition,
+    change: Transition,
 ) -> None:
     run_id = await setup(sessions)
     before, before_events = await run_and_events(sessions, run_id)
     async with sessions() as session, session.begin():
-        with pytest.raises(IllegalTransition):
-            await transition(RunRepository(session), run_id)
+        try:
+            written = await change(RunLeaseStatements(session), run_id)
+        except IllegalTransition:
+            written = None
+        assert written is None  # finish of a run not the holder's: nothing written
         assert await _event_count(session, run_id) == len(before_events)
     after, after_events = await run_and_events(sessions, run_id)
     assert after.status == before.status and after.finished_at == before.finished_at
+    assert after.lease_holder == before.lease_holder
     assert [e.id for e in after_events] == [e.id for e in before_events]

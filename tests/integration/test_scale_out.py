@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH
+from tests.support.app_harness import API_KEY, AUTH
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, free_port, reaped, wait_exit, wait_ready
 from tests.support.s3_server import S3Server

@@ -30,7 +30,7 @@ from schemathesis.core.result import Err
 
 from app.api.errors import UNDECLARED
 from app.main import create_app
-from tests.conftest import AUTH, make_settings
+from tests.support.app_harness import AUTH, make_settings
 from tests.support.live_server import serve_in_thread
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from app.compression.workdir import LocalStore
-from tests.conftest import API_KEY, AUTH, OTHER_AUTH, OTHER_KEY, AppFactory, AppHarness
 from tests.support.api import BODIES, add_doc, concrete_path, new_thread, openapi_operations
+from tests.support.app_harness import API_KEY, AUTH, OTHER_AUTH, OTHER_KEY, AppFactory, AppHarness
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import served

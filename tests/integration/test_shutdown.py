@@ -16,10 +16,10 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import API_KEY, AUTH
-from tests.integration.test_drain import wait_until
+from tests.support.app_harness import API_KEY, AUTH
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, free_port, reaped, wait_exit, wait_ready
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

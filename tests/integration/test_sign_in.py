@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from prometheus_client import REGISTRY
 
 from app.domain.errors import InvalidToken
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory
 from tests.support.api import BODIES, concrete_path, openapi_operations
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory
 from tests.support.oidc_provider import IdentityProvider, running_idp
 from tests.support.waiting import wait_until
 

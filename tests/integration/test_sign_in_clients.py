@@ -20,15 +20,15 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 
 from app.main import create_app
-from tests.conftest import API_KEY, AUTH, AppFactory, make_settings
-from tests.integration.test_generated_clients import (
+from tests.support.app_harness import API_KEY, AUTH, AppFactory, make_settings
+from tests.support.corpus import BIG, BIG_DOC
+from tests.support.generated_clients import (
     CLIENTS,
     assert_flow,
     generate_python_client,
     no_casts,
     run,
 )
-from tests.support.corpus import BIG, BIG_DOC
 from tests.support.live_server import serve_in_loop, serve_in_thread
 from tests.support.oidc_provider import running_idp
 from tests.support.processes import served

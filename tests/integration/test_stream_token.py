@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from app.api.stream_tokens import StreamTokens
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
 from tests.support.api import new_thread
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory, AppHarness
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory, AppHarness
 
 pytestmark = pytest.mark.integration
 

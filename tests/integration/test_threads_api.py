@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import AUTH, OTHER_AUTH, AppFactory
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory
 
 pytestmark = pytest.mark.integration
 

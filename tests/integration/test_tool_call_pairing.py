@@ -21,11 +21,10 @@ import pytest
 
 from app.agents.middlewares.boundary import RESULT_UNKNOWN
 from app.db.urls import libpq_url
-from tests.conftest import AUTH, AppFactory
-from tests.integration.test_drain import worker_env
 from tests.support.api import add_doc, messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory
 from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
-from tests.support.processes import app_process, reaped, wait_exit
+from tests.support.processes import app_process, reaped, wait_exit, worker_env
 from tests.support.search_backend import LoopbackServer
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from app.compression.recall import index_fields
 from app.compression.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
 from app.services.knowledge_base import KnowledgeBaseService
-from tests.conftest import AUTH, AppFactory, make_settings
 from tests.support.api import messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory, make_settings
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.search_backend import LoopbackServer, SearchBackend
 
@@ -61,7 +61,9 @@ async def test_web_search_searxng_and_tavily(
             tools = {
                 t.name: t
                 for t in build_tools(
-                    settings.web_search, KnowledgeBaseService(sessions).search, Workdir(tmp_path)
+                    settings.web_search,
+                    KnowledgeBaseService(sessions, engine).search,
+                    Workdir(tmp_path),
                 )
             }
             out = json.loads(
@@ -77,7 +79,7 @@ async def test_web_search_searxng_and_tavily(
         assert "web_search" not in {
             t.name
             for t in build_tools(
-                plain.web_search, KnowledgeBaseService(sessions).search, Workdir(tmp_path)
+                plain.web_search, KnowledgeBaseService(sessions, engine).search, Workdir(tmp_path)
             )
         }
     finally:
@@ -95,7 +97,7 @@ async def test_read_workdir_file_pages_and_refuses_escapes(clean_db: str, tmp_pa
             t.name: t
             for t in build_tools(
                 make_settings(clean_db, tmp_path).web_search,
-                KnowledgeBaseService(create_session_factory(engine)).search,
+                KnowledgeBaseService(create_session_factory(engine), engine).search,
                 wd,
             )
         }
@@ -218,7 +220,7 @@ async def test_search_workdir_hits_lead_read_workdir_file_to_the_passage(
             t.name: t
             for t in build_tools(
                 make_settings(clean_db, tmp_path).web_search,
-                KnowledgeBaseService(create_session_factory(engine)).search,
+                KnowledgeBaseService(create_session_factory(engine), engine).search,
                 wd,
             )
         }

@@ -20,8 +20,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from app.compression.recall import search_workdir
 from app.db.urls import libpq_url
 from app.repositories.agent_state import committed_state
-from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread
+from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
 from tests.support.search_backend import FixedSearch
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import AUTH, AppFactory
 from tests.support.api import new_thread
+from tests.support.app_harness import AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
 from tests.support.workdir_tamper import bucket_of, tamper
 

@@ -15,8 +15,8 @@ import pytest
 
 from app.db.urls import libpq_url
 from app.repositories.runs import WORK_CHANNEL
-from tests.conftest import API_KEY, AUTH, AppFactory
 from tests.support.api import new_thread
+from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.processes import app_process, reaped
 from tests.support.waiting import wait_until
 

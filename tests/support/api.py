@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import AUTH, AppHarness
+from tests.support.app_harness import AUTH, AppHarness
 from tests.support.corpus import BIG_DOC, DOC
 
 

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.app_harness import API_KEY
+from tests.support.openai_server import OpenAICompatibleServer
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -155,3 +158,22 @@ async def served(
 
 def _tail(log: Path) -> str:
     return log.read_text(errors="replace")[-3000:] if log.exists() else ""
+
+
+def worker_env(db: str, srv: OpenAICompatibleServer, tmp: Path, name: str, **extra: str) -> dict:
+    """The environment of a standalone worker process on the test database, its model the
+    OpenAI-protocol server ``srv``."""
+    return {
+        "DATABASE_URL": db,
+        "THREADKEEPER_LLM_BASE_URL": srv.base_url,
+        "THREADKEEPER_LLM_API_KEY": "k",
+        "THREADKEEPER_WORKER_POLL_SECONDS": "0.1",
+        "THREADKEEPER_HEARTBEAT_SECONDS": "0.5",
+        "THREADKEEPER_LEASE_SECONDS": "30",  # recovery by lease expiry must play no part here
+        "THREADKEEPER_WORKDIR_ROOT": str(tmp / "wd"),
+        "THREADKEEPER_API_KEYS": f"alice:{API_KEY}",
+        "THREADKEEPER_LOG_LEVEL": "INFO",
+        "THREADKEEPER_LOG_JSON": "true",
+        "THREADKEEPER_WORKER_HEARTBEAT_FILE": str(tmp / f"{name}.heartbeat"),
+        **extra,
+    }

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from tests.conftest import AUTH
+from tests.support.app_harness import AUTH
 
 TERMINAL = ("completed", "failed", "cancelled")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.agents.registry import preflight
+from app.agents.assembly import preflight
 from app.agents.spec import AgentsFileError
 from app.config import load_settings
 from tests.support.processes import ROOT, app_run

@@ -167,7 +167,10 @@ def test_error_bodies_are_narrowed_to_the_operations_codes(document: dict[str, A
     ]
     assert bodies[("CompressContext", "422")] == "NothingToCompressOrNotSupportedError"
     assert bodies[("GetThread", "404")] == bodies[("GetRun", "404")] == "NotFoundError"
-    assert bodies[("ResumeRun", "400")] == bodies[("ResumeRun", "422")] == "ValidationError"
+    assert bodies[("ResumeRun", "400")] == "ValidationError"
     assert schemas["ValidationErrorCode"]["enum"] == ["validation_error"]
+    # One code, one status: ResumeRun's 422 is its own code, not a second validation_error.
+    assert bodies[("ResumeRun", "422")] == "InvalidToolArgumentsError"
+    assert schemas["InvalidToolArgumentsCode"]["enum"] == ["invalid_tool_arguments"]
     # The shape and the codes of any error stay, for code that handles every error alike.
     assert "ErrorBody" in schemas and "ErrorCode" in schemas

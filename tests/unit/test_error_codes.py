@@ -16,7 +16,9 @@ import pytest
 
 import app.main  # noqa: F401  (imports every module that defines a DomainError)
 from app import http_server
+from app.api import error_codes
 from app.api import errors as api_errors
+from app.api import langgraph as langgraph_api
 from app.api.schemas import ErrorCode
 from app.config import load_settings
 from app.db.models import RequestStatus, RunStatus
@@ -32,21 +34,48 @@ def _subclasses(cls: type) -> list[type]:
     return out
 
 
-def test_every_code_the_service_answers_is_in_the_enum() -> None:
-    known = {c.value for c in ErrorCode}
+def _answered_codes() -> set[str]:
+    """Every code the service can answer: the domain errors', the framework mapping's, the
+    literal codes of app/api/errors.py and those the HTTP server answers itself."""
     domain = {sub.code for sub in _subclasses(DomainError)}
-    mapped = set(api_errors._HTTP_CODES.values())
+    mapped = set(error_codes.FRAMEWORK_CODES.values()) | {error_codes.HTTP_ERROR}
     source = Path(api_errors.__file__).read_text()
     literal = set(re.findall(r'_body\(\s*"([a-z_]+)"', source))
     assert literal, "the literal-code scan found nothing: update the test"
     # The HTTP server answers a few itself (408, 431, malformed HTTP), before the app runs.
     server = Path(http_server.__file__).read_text()
-    raw = set(re.findall(r'_raw_response\(\s*\d+,\s*"[^"]+",\s*"([a-z_]+)"', server))
-    assert {"request_timeout", "request_header_too_large"} <= raw, raw
-    literal |= raw
-    assert domain <= known, domain - known
-    assert mapped <= known, mapped - known
-    assert literal <= known, literal - known
+    raw = set(re.findall(r'_raw_response\(\s*"([a-z_]+)"', server))
+    assert {"request_timeout", "request_header_too_large", "validation_error"} <= raw, raw
+    # The LangGraph door's own validation answer.
+    door = Path(langgraph_api.__file__).read_text()
+    lg = set(re.findall(r'"error": "([a-z_]+)"', door))
+    assert lg == {"unprocessable"}, lg
+    return domain | mapped | literal | raw | lg
+
+
+def test_every_code_the_service_answers_is_in_the_enum() -> None:
+    known = {c.value for c in ErrorCode}
+    answered = _answered_codes()
+    assert answered <= known, answered - known
+    # ...and the enum lists nothing the service never answers.
+    assert known <= answered | set(error_codes.STATUS), known - answered
+
+
+def test_one_code_one_status() -> None:
+    """A client branches on the code alone: every code has exactly one status, from one map."""
+    answered = _answered_codes() - {error_codes.HTTP_ERROR}
+    assert answered <= set(error_codes.STATUS), answered - set(error_codes.STATUS)
+    assert set(error_codes.STATUS) | {error_codes.HTTP_ERROR} == {c.value for c in ErrorCode}
+    # The framework mapping is the map read backwards: a status's code answers at that status.
+    for status, code in error_codes.FRAMEWORK_CODES.items():
+        assert error_codes.STATUS[code] == status, (status, code)
+    # The codes that had two statuses now have one each (issue 31 item 4).
+    assert error_codes.status_of("validation_error") == 400
+    assert error_codes.status_of("not_supported") == 422
+    assert error_codes.status_of("not_implemented") == 501
+    assert error_codes.status_of("invalid_tool_arguments") == 422
+    # No domain error carries a status of its own beside the map.
+    assert not [sub for sub in _subclasses(DomainError) if "status_code" in vars(sub)]
 
 
 def test_run_error_codes_match_the_schema_enum() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
+from app.api.error_codes import status_of
 from app.domain.errors import InvalidToolArguments, ValidationFailed
 from app.services.runs import ReviewDecision, hitl_decisions
 
@@ -52,5 +53,5 @@ def test_respond_and_edit_become_the_middlewares_payload() -> None:
     }
     with pytest.raises(InvalidToolArguments, match="query: Field required"):
         hitl_decisions(offered, [ReviewDecision(type="edit", args={"limit": 2})], tools)
-    assert InvalidToolArguments.status_code == 422
-    assert InvalidToolArguments.code == "validation_error"
+    assert InvalidToolArguments.code == "invalid_tool_arguments"
+    assert status_of(InvalidToolArguments.code) == 422

@@ -18,7 +18,7 @@ from app.compression.summary import ContextCompressor
 from app.compression.workdir import Workdir, open_workdir
 from app.config import load_settings
 from app.offline.summarizer import ExtractiveSummarizer
-from tests.conftest import make_settings
+from tests.support.app_harness import make_settings
 from tests.support.openai_server import OpenAICompatibleServer
 
 CUT = "\ud83d"  # the high half of an emoji, as json.loads returns '"\\ud83d"'

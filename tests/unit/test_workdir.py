@@ -23,7 +23,7 @@ from app.compression.workdir import (
     open_workdir,
     safe_name,
 )
-from tests.conftest import make_settings
+from tests.support.app_harness import make_settings
 from tests.support.s3_server import S3Server
 from tests.support.workdir_tamper import bucket_of, tamper
 

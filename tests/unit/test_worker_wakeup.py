@@ -16,7 +16,7 @@ from app.worker.engine import RunWorker
 
 async def test_a_wakeup_during_a_claim_round_starts_another_round() -> None:
     settings = WorkerSettings(worker_poll_seconds=30.0, run_events_retention_seconds=0)
-    worker = RunWorker(settings=settings, sessions=None, agents=None)  # type: ignore[arg-type]
+    worker = RunWorker(settings=settings, sessions=None, engine=None, agents=None)  # type: ignore[arg-type]
     rounds: list[float] = []
     second_round = asyncio.Event()
 

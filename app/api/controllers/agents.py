@@ -8,7 +8,8 @@ from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import Parameter
 
-from app.agents.registry import AgentInfo, AgentRegistry
+from app.agents.info import AgentInfo
+from app.agents.registry import AgentRegistry
 from app.api.errors import errors
 from app.api.schemas import AgentBudget, AgentList, AgentOut, AgentTool
 from app.domain.errors import NotFound

@@ -3,7 +3,7 @@ so langgraph-sdk, @langchain/langgraph-sdk and Agent Chat UI work unchanged.
 
 Backed by the same services as /v1 (intake queue, row lock, worker, event log, compression).
 It has its own OpenAPI document (``/langgraph/openapi.json``); the main one stays /v1's.
-Malformed requests are 422 here, as LangGraph's server answers them.
+Malformed requests are 422 ``unprocessable`` here, as LangGraph's server answers them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from litestar.exceptions import ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
+from app.api.error_codes import status_of
 from app.api.errors import field_errors, migrated_schema_guard
 from app.api.langgraph.auth import langgraph_key_guard
 from app.api.langgraph.runs import LangGraphRunController
@@ -52,10 +53,11 @@ def _unprocessable(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
         assert isinstance(exc, ValidationFailed)
         fields = [{"field": exc.field, "message": exc.detail}] if exc.field else []
         detail = exc.detail
-    body: dict[str, Any] = {"error": "validation_error", "detail": detail}
+    # 422 as LangGraph's server answers it, so its own code (one code, one status).
+    body: dict[str, Any] = {"error": "unprocessable", "detail": detail}
     if fields:
         body["fields"] = fields
-    return Response(body, status_code=422)
+    return Response(body, status_code=status_of("unprocessable"))
 
 
 def _routers(include_in_schema: bool) -> list[Any]:

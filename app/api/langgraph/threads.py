@@ -122,7 +122,7 @@ class LangGraphThreadController(Controller):
         principal: NamedDependency[str],
         lg_threads: NamedDependency[LangGraphThreadService],
     ) -> None:
-        """409 ``thread_busy`` while busy (under the row lock); otherwise 501 ``not_supported``."""
+        """409 ``thread_busy`` while busy (under the row lock); otherwise 501 ``not_implemented``."""
         await lg_threads.refuse_update_state(thread_id, principal)
 
     @post("/{thread_id:uuid}/history", operation_id="GetThreadHistory", status_code=HTTP_200_OK)

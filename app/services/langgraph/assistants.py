@@ -1,15 +1,12 @@
-"""Assistants are the configured agents: THE one function that lists them for this surface.
-
-Until the agent registry (issue 19) lands, the service knows one agent, ``default``; swapping in
-the registry changes only ``known_agents``.
-"""
+"""Assistants are the registered agents (``AgentRegistry``), each shown as LangGraph's
+Assistant from its one ``AgentInfo``: ``assistant_id`` and ``graph_id`` are the agent id."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from app.agents.info import AgentInfo
 from app.agents.registry import AgentRegistry
 from app.domain.errors import NotFound
 
@@ -17,30 +14,18 @@ from app.domain.errors import NotFound
 _EPOCH = datetime(2025, 1, 1, tzinfo=UTC).isoformat()
 
 
-@dataclass(frozen=True, slots=True)
-class AgentInfo:
-    agent_id: str
-    name: str
-    description: str
-
-
-def known_agents(registry: AgentRegistry) -> list[AgentInfo]:
-    """Every agent this service runs: the agent registry's (issue 19), in its order."""
-    return [AgentInfo(i.id, i.name, i.description) for i in registry.infos()]
-
-
 def find_agent(registry: AgentRegistry, agent_id: str) -> AgentInfo:
-    for agent in known_agents(registry):
-        if agent.agent_id == agent_id:
-            return agent
-    raise NotFound(f"assistant {agent_id!r} not found")
+    found = registry.info(agent_id)
+    if found is None:
+        raise NotFound(f"assistant {agent_id!r} not found")
+    return found
 
 
 def assistant_json(agent: AgentInfo) -> dict[str, Any]:
     """LangGraph's Assistant: ``assistant_id`` and ``graph_id`` are both the agent id."""
     return {
-        "assistant_id": agent.agent_id,
-        "graph_id": agent.agent_id,
+        "assistant_id": agent.id,
+        "graph_id": agent.id,
         "name": agent.name,
         "description": agent.description,
         "config": {},
@@ -60,9 +45,9 @@ def search_agents(
     metadata: dict[str, Any] | None,
 ) -> list[AgentInfo]:
     """AssistantSearch's filters; agents carry no metadata, so any metadata filter matches none."""
-    found = known_agents(registry)
+    found = registry.infos()
     if graph_id:
-        found = [a for a in found if a.agent_id == graph_id]
+        found = [a for a in found if a.id == graph_id]
     if name:
         found = [a for a in found if name.lower() in a.name.lower()]
     if metadata:
@@ -81,7 +66,7 @@ MESSAGES_STATE_SCHEMA: dict[str, Any] = {
 
 def schemas_json(agent: AgentInfo) -> dict[str, Any]:
     return {
-        "graph_id": agent.agent_id,
+        "graph_id": agent.id,
         "input_schema": MESSAGES_STATE_SCHEMA,
         "output_schema": MESSAGES_STATE_SCHEMA,
         "state_schema": MESSAGES_STATE_SCHEMA,

@@ -127,7 +127,7 @@ class LangGraphRunService:
     async def start(self, thread_id: uuid.UUID, owner_id: str, ask: RunInput) -> LangGraphRun:
         agent = find_agent(self.agents, ask.assistant_id)
         if ask.text is not None:  # new input its agent cannot run now is refused (409)
-            self.agents.require_available(agent.agent_id)
+            self.agents.require_available(agent.id)
         await self._ensure_thread(thread_id, owner_id, ask.if_not_exists)
         if ask.checkpoint_id is not None:
             head = await self.threads.head_checkpoint_id(thread_id)
@@ -136,7 +136,7 @@ class LangGraphRunService:
                     "branching from an older checkpoint is not supported: run on the head"
                 )
         if ask.text is None:
-            return await self._resume(thread_id, owner_id, agent.agent_id, ask.resume)
+            return await self._resume(thread_id, owner_id, agent.id, ask.resume)
         async with self.sessions() as session, session.begin():
             conversations = ConversationRepository(session)
             conv = await conversations.lock(
@@ -147,7 +147,7 @@ class LangGraphRunService:
                 and await conversations.status(thread_id) != "idle"
             ):
                 raise ThreadBusy("the thread has a run or queued input (multitask_strategy=reject)")
-            await self._bind_assistant(session, conv.meta, thread_id, agent.agent_id)
+            await self._bind_assistant(session, conv.meta, thread_id, agent.id)
             row = await IntakeRepository(await session.connection()).accept_user_message(
                 thread_id,
                 owner_id,

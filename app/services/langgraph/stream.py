@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.models import Message, RequestStatus, RunEvent
 from app.domain.errors import ValidationFailed
 from app.repositories.messages import MessageRepository
-from app.repositories.runs import RunEventRepository
+from app.repositories.run_events import RunEventRepository
 from app.services.langgraph.runs import LangGraphRun, LangGraphRunService
 from app.services.langgraph.shapes import (
     MODEL_NODE,

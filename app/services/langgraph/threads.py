@@ -207,7 +207,7 @@ class LangGraphThreadService:
 
     async def refuse_update_state(self, thread_id: uuid.UUID, owner_id: str) -> None:
         """update_state: 409 ``thread_busy`` while the thread is busy (checked under the row lock,
-        like manual compression); when idle ``not_supported``: writing the model view from a
+        like manual compression); when idle ``not_implemented``: writing the model view from a
         client would bypass the full history and the budget."""
         async with self.sessions() as session, session.begin():
             repo = ConversationRepository(session)

@@ -323,7 +323,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -372,6 +372,19 @@ async function request(config, op, args, options) {
 /**
  * The `error` codes InternalError carries: `internal_error`: a server bug; the response's X-Request-ID names it in the log.
  * @typedef {("internal_error")} InternalErrorCode
+ */
+
+/**
+ * The `error` codes InvalidToolArgumentsError carries: `invalid_tool_arguments`: edited tool arguments do not fit the tool's argument schema.
+ * @typedef {("invalid_tool_arguments")} InvalidToolArgumentsCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `invalid_tool_arguments`.
+ * @typedef {Object} InvalidToolArgumentsError
+ * @property {InvalidToolArgumentsCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**
@@ -1334,7 +1347,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 409 thread_busy / invalid_state / agent_unavailable
  * @throws {ApiError} 413 payload_too_large
- * @throws {ApiError} 422 validation_error
+ * @throws {ApiError} 422 invalid_tool_arguments
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error

@@ -12,15 +12,29 @@ Usage::
         srv.enqueue_text("The lease is 30 s [kb:1].")
         model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="gpt-test")
 
-Reply order for each chat completion: a pending fault (``fail_next``) -> a tool call without
-its result (HTTP 400, as real providers refuse it) -> the context-window check (HTTP 400
-``context_length_exceeded``) -> the scripted queue -> ``responder`` -> echo of
-the last user message.
+Reply order for each chat completion: a pending fault (``fail_next``, ``drop_next``) or a
+random one (``faults``: a ``FaultMix`` of transient 429 / 503 / dropped connections) -> a tool
+call without its result (HTTP 400, as real providers refuse it) -> the context-window check (HTTP
+400 ``context_length_exceeded``) -> the scripted queue -> ``responder`` -> echo of the last user
+message. ``latency`` makes every completion take that long (the first piece after
+``FIRST_PIECE_SHARE`` of it, the rest evenly spread), as a real provider's would.
+
+Run apart (``benchmarks/providers.py``)::
+
+    python tests/support/openai_server.py --serve-fd FD --latency 1 --fault-rate 0.2
+
+serves a turn as the benchmark's agents take it (a ``query_kb`` call, then an answer) on an
+inherited listening socket; ``GET /stats`` counts requests, faults and retries (a request whose
+body is the same as one answered with a fault).
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
+import random
+import socket
 import threading
 import time
 from collections import deque
@@ -35,7 +49,9 @@ import pytest
 import tiktoken
 
 __all__ = [
+    "DROP",
     "Fault",
+    "FaultMix",
     "OpenAICompatibleServer",
     "Reply",
     "ScriptedToolCall",
@@ -107,13 +123,42 @@ class Reply:
         return "tool_calls" if self.tool_calls else "stop"
 
 
+#: ``Fault.status`` of a dropped connection: a streamed reply is cut after ``Fault.after``
+#: pieces (the socket closed without the end of the chunked body); any other is closed unanswered.
+DROP = 0
+#: Share of ``latency`` before the first streamed piece (time to first token).
+FIRST_PIECE_SHARE = 0.3
+
+
 @dataclass(frozen=True)
 class Fault:
-    """An HTTP error answered instead of a completion."""
+    """An HTTP error answered instead of a completion (``DROP``: no answer, see there)."""
 
     status: int
     body: JSON
     headers: tuple[tuple[str, str], ...] = ()
+    after: int = 0
+
+
+@dataclass(frozen=True)
+class FaultMix:
+    """Transient faults at random: ``rate`` of the completions get one of ``kinds`` (``429``
+    with ``Retry-After: retry_after``, ``503``, ``drop`` mid-stream), chosen evenly."""
+
+    rate: float = 0.0
+    kinds: tuple[str, ...] = ("429", "503", "drop")
+    retry_after: float = 1.0
+    seed: int | None = None
+
+    def fault(self, kind: str) -> Fault:
+        if kind == "drop":
+            return Fault(DROP, {}, after=2)
+        status = int(kind)
+        headers = (("Retry-After", f"{self.retry_after:g}"),) if status == 429 else ()
+        if status == 503:
+            body = _error_body("The engine is currently overloaded.", "server_error", "overloaded")
+            return Fault(status, body, headers)
+        return Fault(status, _default_fault_body(status), headers)
 
 
 ReplyLike = Reply | str | JSON
@@ -234,6 +279,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ routes
     def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/stats":
+            self._send_json(200, self.server.owner.stats())
+            return
         if not self._authorized():
             self._send_json(401, _default_fault_body(401))
             return
@@ -267,12 +315,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(f"Invalid JSON: {exc}", "invalid_request_error", None))
             return
         owner = self.server.owner
-        owner._record(request, dict(self.headers.items()))
+        owner._record(request, dict(self.headers.items()), raw)
         owner._hold()
         fault = owner._pop_fault()
         if fault is not None:
-            self._send_json(fault.status, fault.body, fault.headers)
-            return
+            owner._count_fault(raw, fault)
+            if fault.status != DROP:
+                self._send_json(fault.status, fault.body, fault.headers)
+                return
+            if not request.get("stream"):
+                self._drop()
+                return
         messages = request.get("messages") or []
         unanswered = unanswered_tool_calls(messages) if owner.require_tool_results else []
         if unanswered:
@@ -303,9 +356,25 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(request.get("model") or owner.model)
         if request.get("stream"):
             include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-            self._stream(completion_id, model, reply, calls, usage, include_usage)
+            drop_after = fault.after if fault is not None else None
+            if not self._stream(
+                completion_id, model, reply, calls, usage, include_usage, drop_after
+            ):
+                return
         else:
+            if owner.latency:
+                time.sleep(owner.latency)
             self._complete(completion_id, model, reply, calls, usage)
+        owner._count_completion()
+
+    def _drop(self) -> None:
+        """Close the connection at once, mid-message (as a provider's proxy under load does)."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     # ------------------------------------------------------------------ replies
     def _complete(
@@ -349,7 +418,9 @@ class _Handler(BaseHTTPRequestHandler):
         calls: list[tuple[str, str, str]],
         usage: JSON,
         include_usage: bool,
-    ) -> None:
+        drop_after: int | None = None,
+    ) -> bool:
+        """Stream the reply; False when it was cut (``drop_after``)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -371,34 +442,32 @@ class _Handler(BaseHTTPRequestHandler):
                 body["usage"] = None
             return body
 
-        self._sse(chunk({"role": "assistant", "content": ""}))
         pieces = _split_pieces(reply.content)
+        deltas: list[JSON] = [{"content": piece} for piece in pieces]
+        for index, (cid, name, args) in enumerate(calls):
+            head = {"index": index, "id": cid, "type": "function"}
+            deltas.append({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+            deltas.extend(
+                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                for piece in _split_args(args)
+            )
+        latency = self.server.owner.latency
+        first, gap = latency * FIRST_PIECE_SHARE, latency * (1 - FIRST_PIECE_SHARE) / len(deltas)
+        if first:
+            time.sleep(first)
+        self._sse(chunk({"role": "assistant", "content": ""}))
         pause = self.server.owner._take_stream_pause(len(pieces))
-        for index, piece in enumerate(pieces):
+        for index, delta in enumerate(deltas):
+            if drop_after is not None and index == drop_after:
+                self._drop()
+                return False
             if pause is not None and index == pause.after:
                 time.sleep(pause.pace)
             if pause is not None and index == pause.after + 1:
                 pause.gate.wait(pause.timeout)
-            self._sse(chunk({"content": piece}))
-        for index, (cid, name, args) in enumerate(calls):
-            self._sse(
-                chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "id": cid,
-                                "type": "function",
-                                "function": {"name": name, "arguments": ""},
-                            }
-                        ]
-                    }
-                )
-            )
-            for piece in _split_args(args):
-                self._sse(
-                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-                )
+            if gap and index:
+                time.sleep(gap)
+            self._sse(chunk(delta))
         self._sse(chunk({}, reply.finish_reason))
         if include_usage:
             self._sse(
@@ -413,6 +482,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
+        return True
 
     def _sse(self, body: JSON) -> None:
         self._write_chunk(f"data: {json.dumps(body)}\n\n".encode())
@@ -454,10 +524,17 @@ class _StreamPause:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024
 
-    def __init__(self, owner: OpenAICompatibleServer) -> None:
+    def __init__(self, owner: OpenAICompatibleServer, fd: int | None = None) -> None:
         self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
+        if fd is None:
+            super().__init__(("127.0.0.1", 0), _Handler)
+            return
+        super().__init__(("127.0.0.1", 0), _Handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = socket.socket(fileno=fd)  # bound and listening already
+        self.server_address = self.socket.getsockname()
 
 
 @dataclass
@@ -468,6 +545,12 @@ class _State:
     faults: deque[Fault] = field(default_factory=deque)
     counter: int = 0
     stream_pause: _StreamPause | None = None
+    #: Bodies answered with a fault (digests): the same body again is a retry.
+    faulted: set[bytes] = field(default_factory=set)
+    calls: int = 0
+    completions: int = 0
+    retries: int = 0
+    faults_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class OpenAICompatibleServer:
@@ -481,8 +564,16 @@ class OpenAICompatibleServer:
         model: str = "gpt-test",
         block_timeout: float = 30.0,
         require_tool_results: bool = True,
+        latency: float = 0.0,
+        faults: FaultMix | None = None,
+        fd: int | None = None,
     ) -> None:
         self.context_window = context_window
+        #: Seconds every completion takes (see the module docstring).
+        self.latency = latency
+        self.faults = faults or FaultMix()
+        self._random = random.Random(self.faults.seed)
+        self._fd = fd
         #: Like a real provider: a request with an assistant tool call whose result does not
         #: follow it is refused with HTTP 400 (after being recorded in ``requests``).
         self.require_tool_results = require_tool_results
@@ -504,7 +595,7 @@ class OpenAICompatibleServer:
     def start(self) -> OpenAICompatibleServer:
         if self._server is not None:
             return self
-        self._server = _Server(self)
+        self._server = _Server(self, self._fd)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -577,6 +668,12 @@ class OpenAICompatibleServer:
         with self._cond:
             self._state.faults.extend([fault] * times)
 
+    def drop_next(self, *, after: int = 2, times: int = 1) -> None:
+        """Cut the next ``times`` streamed replies after ``after`` pieces (a connection dropped
+        mid-stream); a reply that is not streamed is closed unanswered."""
+        with self._cond:
+            self._state.faults.extend([Fault(DROP, {}, after=after)] * times)
+
     def hold(self) -> threading.Event:
         """Hold every chat completion until ``release()`` (for concurrency tests)."""
         self.block = threading.Event()
@@ -627,6 +724,18 @@ class OpenAICompatibleServer:
         with self._cond:
             return self._cond.wait_for(lambda: len(self._state.requests) >= count, timeout)
 
+    def stats(self) -> JSON:
+        """Chat requests, completions answered, faults by kind, and retries (a request with the
+        body of one answered with a fault)."""
+        with self._cond:
+            state = self._state
+            return {
+                "requests": state.calls,
+                "completions": state.completions,
+                "retries": state.retries,
+                "faults": dict(state.faults_by_kind),
+            }
+
     def reset(self) -> None:
         with self._cond:
             self._state = _State(counter=self._state.counter)
@@ -634,11 +743,25 @@ class OpenAICompatibleServer:
         self.block = None
 
     # ------------------------------------------------------------------ handler side
-    def _record(self, request: JSON, headers: dict[str, str]) -> None:
+    def _record(self, request: JSON, headers: dict[str, str], raw: bytes = b"") -> None:
         with self._cond:
-            self._state.requests.append(request)
-            self._state.headers.append(headers)
+            if self._fd is None:  # served apart (a benchmark): bounded memory, only counters
+                self._state.requests.append(request)
+                self._state.headers.append(headers)
+            self._state.calls += 1
+            if hashlib.sha1(raw).digest() in self._state.faulted:
+                self._state.retries += 1
             self._cond.notify_all()
+
+    def _count_fault(self, raw: bytes, fault: Fault) -> None:
+        kind = "drop" if fault.status == DROP else str(fault.status)
+        with self._cond:
+            self._state.faulted.add(hashlib.sha1(raw).digest())
+            self._state.faults_by_kind[kind] = self._state.faults_by_kind.get(kind, 0) + 1
+
+    def _count_completion(self) -> None:
+        with self._cond:
+            self._state.completions += 1
 
     def _hold(self) -> None:
         block = self.block
@@ -647,7 +770,12 @@ class OpenAICompatibleServer:
 
     def _pop_fault(self) -> Fault | None:
         with self._cond:
-            return self._state.faults.popleft() if self._state.faults else None
+            if self._state.faults:
+                return self._state.faults.popleft()
+            mix = self.faults
+            if mix.rate and self._random.random() < mix.rate:
+                return mix.fault(self._random.choice(mix.kinds))
+            return None
 
     def _next_id(self, prefix: str) -> str:
         with self._cond:
@@ -672,8 +800,49 @@ def _last_user_text(messages: Sequence[JSON]) -> str:
     return ""
 
 
+def tool_then_answer(words: int = 60) -> Responder:
+    """A turn as the benchmark's agent takes it: ``query_kb`` with the user's text, then (the
+    tool answered) an answer of ``words`` words."""
+    answer = " ".join(f"word{i}" for i in range(words - 1)) + " [kb:1]."
+
+    def respond(request: JSON) -> ReplyLike:
+        messages = request.get("messages") or []
+        if messages and messages[-1].get("role") == "tool":
+            return answer
+        query = _last_user_text(messages)
+        return Reply(tool_calls=(ScriptedToolCall("query_kb", {"query": query}),))
+
+    return respond
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="the OpenAI-protocol stub, served apart")
+    parser.add_argument("--serve-fd", type=int, required=True, help="a listening socket")
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds per completion")
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--faults", default="429,503,drop", help="kinds, chosen evenly")
+    parser.add_argument("--retry-after", type=float, default=1.0, help="a 429's Retry-After")
+    parser.add_argument("--answer-words", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    mix = FaultMix(args.fault_rate, tuple(args.faults.split(",")), args.retry_after, args.seed)
+    server = OpenAICompatibleServer(latency=args.latency, faults=mix, fd=args.serve_fd)
+    server.responder = tool_then_answer(args.answer_words)
+    server.start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def openai_server() -> Iterator[OpenAICompatibleServer]:
     """A started server with no context window limit; import it into a test module to use."""
     with OpenAICompatibleServer() as srv:
         yield srv
+
+
+if __name__ == "__main__":
+    main()

@@ -185,7 +185,6 @@ async def build_container(
         settings=settings.worker,
         sessions=sessions,
         agents=agents,
-        max_concurrent_runs=settings.worker.worker_concurrency,
     )
     run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
     notifier = RunEventNotifier(

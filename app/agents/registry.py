@@ -29,6 +29,7 @@ from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.mcp import McpUnavailable, load_mcp_tools
 from app.agents.middlewares.summary import ContextCompressor
 from app.agents.models import build_chat_model, init_provider_model
+from app.agents.resilience import provider_middleware
 from app.agents.spec import (
     DEFAULT_AGENT_ID,
     MANUAL_COMPRESSION,
@@ -203,6 +204,8 @@ async def build_registry(
         )
         runtime = build_agent_runtime(
             model=model or _model(spec, settings),
+            provider_middleware=_provider_middleware(spec, settings),
+            model_name="" if model else model_name(spec.model, settings),
             tools=tools,
             compressor=compressor,
             system_prompt=system_prompt,
@@ -230,6 +233,7 @@ def preflight(settings: Settings) -> list[AgentSpec]:
     for spec in specs:
         budget = budget_of(spec, settings)
         _model(spec, settings)
+        _provider_middleware(spec, settings)
         _summarizer(spec, settings, budget, None)
         tools = _static_tools(spec, settings, no_search, workdir)
         system = spec.system_prompt or settings.agent.system_prompt
@@ -270,7 +274,13 @@ def _provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChat
     except AgentsFileError:
         raise
     except Exception as exc:  # unknown provider, its package missing, bad arguments
-        field = "model" if which == spec.model else "summarizer"
+        field = (
+            "model"
+            if which == spec.model
+            else "fallback_models"
+            if which in spec.fallback_models
+            else "summarizer"
+        )
         raise AgentsFileError(
             f"agent {spec.id!r}: field '{field}': {which!r} cannot be built "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
@@ -283,6 +293,17 @@ def _model(spec: AgentSpec, settings: Settings) -> BaseChatModel:
     if not spec.model:
         return build_chat_model(settings.models)
     return _provider_model(spec, spec.model, settings)
+
+
+def _provider_middleware(spec: AgentSpec, settings: Settings) -> list[Any]:
+    """The agent's fallback models and retries (app/agents/resilience.py)."""
+    fallbacks = [_provider_model(spec, which, settings) for which in spec.fallback_models]
+    return provider_middleware(
+        settings.models,
+        model=model_name(spec.model, settings),
+        fallbacks=fallbacks,
+        max_concurrency=spec.max_concurrency,
+    )
 
 
 def _summarizer(

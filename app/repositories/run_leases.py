@@ -141,6 +141,9 @@ done AS (
         cancel_requested = r.cancel_requested OR cur.kind = 'cancel',
         error = CASE WHEN cur.kind = 'cancel' THEN :cancel_error ELSE :error END,
         error_code = CASE WHEN cur.kind = 'cancel' THEN :cancel_code ELSE :error_code END,
+        provider_status = CASE WHEN cur.kind = 'cancel' THEN NULL
+            ELSE CAST(:provider_status AS integer) END,
+        provider_code = CASE WHEN cur.kind = 'cancel' THEN NULL ELSE :provider_code END,
         interrupt = CASE WHEN cur.kind = 'cancel' THEN r.interrupt
             ELSE CAST(:interrupt AS jsonb) END,
         resume_payload = CASE WHEN cur.kind = 'cancel' THEN NULL ELSE r.resume_payload END,
@@ -208,7 +211,13 @@ def _outcome(status: RunStatus, error: RunError | None, interrupt: Any) -> dict[
         }
     assert status == RunStatus.FAILED and error is not None
     event = StatusEvent(
-        type="status", status="failed", final=True, error=error.message, error_code=error.code
+        type="status",
+        status="failed",
+        final=True,
+        error=error.message,
+        error_code=error.code,
+        provider_status=error.provider_status,
+        provider_code=error.provider_code,
     )
     return {
         "error": error.message,
@@ -299,6 +308,8 @@ class RunLeaseStatements:
                     "status": status.value,
                     "error": values["error"],
                     "error_code": values["error_code"],
+                    "provider_status": error.provider_status if error else None,
+                    "provider_code": error.provider_code if error else None,
                     "interrupt": None if values["interrupt"] is None else json.dumps(interrupt),
                     "final": values["final"],
                     "event": _event_json(values["e"]),

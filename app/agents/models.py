@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.language_models import BaseChatModel
 
 from app.agents.extractive import ExtractiveChatModel
+from app.agents.lean_openai import lean
 from app.config import ModelSettings
 
 if TYPE_CHECKING:
@@ -22,21 +23,24 @@ __all__ = ["build_chat_model", "init_provider_model"]
 def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:
     """``ChatOpenAI`` against ``llm_base_url`` when configured, else ``ExtractiveChatModel``.
 
-    ``max_retries=0``: retries and overflow recovery are ours (the summary middleware), and a
-    silent client retry would hide a 400 overflow or double a slow call. ``stream_usage=True``
-    so streamed runs still report token usage.
+    ``max_retries=0``: retries are ours (app/agents/middlewares/provider_retry.py: bounded per
+    run, reported in the run's events), and so is overflow recovery (the summary middleware).
+    ``stream_usage=True`` so streamed runs still report token usage. ``lean``: without the
+    openai SDK's per-call typing (app/agents/lean_openai.py).
     """
     if not settings.llm_base_url:
         return ExtractiveChatModel()
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key or "not-needed",  # type: ignore[arg-type]
-        model=model or settings.llm_model,
-        timeout=settings.llm_timeout_seconds,
-        max_retries=0,
-        stream_usage=True,
+    return lean(
+        ChatOpenAI(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key or "not-needed",  # type: ignore[arg-type]
+            model=model or settings.llm_model,
+            timeout=settings.llm_timeout_seconds,
+            max_retries=0,
+            stream_usage=True,
+        )
     )
 
 
@@ -56,4 +60,4 @@ def init_provider_model(
         kwargs["api_key"] = api_key
     if spec.startswith("openai:"):
         kwargs["stream_usage"] = True
-    return init_chat_model(spec, **kwargs)
+    return lean(init_chat_model(spec, **kwargs))

@@ -200,7 +200,7 @@ class WorkerSettings(_Group, frozen=True, kw_only=True):
     #: Admission control: while the worker's event loop runs this late (smoothed), it claims no
     #: new run (the ones it holds go on; queued input waits in PostgreSQL or goes to another
     #: worker). 0: only ``worker_concurrency`` limits.
-    worker_max_loop_lag_ms: float = 50.0
+    worker_max_loop_lag_ms: float = 250.0
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 5.0
     #: On SIGTERM: seconds a worker lets running turns finish before handing the rest over.

@@ -17,13 +17,16 @@ target_metadata = Base.metadata
 
 
 def _url() -> str:
+    """The URL handed in by ``app.db.migrate``, else alembic.ini's, else the environment's (the
+    plain ``alembic`` CLI: ``DATABASE_URL`` or ``THREADKEEPER_DATABASE_URL``, read by the same
+    settings loader the service uses)."""
     url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
     if not url:
         from app.config import load_settings
 
-        url = load_settings().database_url
+        url = load_settings().database.database_url
     if not url:
-        raise RuntimeError("set DATABASE_URL (or THREADKEEPER_DATABASE_URL) to run migrations")
+        raise SystemExit("alembic: set DATABASE_URL (or THREADKEEPER_DATABASE_URL) to migrate")
     return sqlalchemy_url(url)
 
 

@@ -7,7 +7,7 @@ Libraries that read standard variables read them themselves: the S3 Workdir back
 ``AWS_*`` (obstore) and tracing takes ``OTEL_*`` (the OpenTelemetry SDK); the old
 ``THREADKEEPER_`` spellings of those still work for one release, with a logged warning
 (``DEPRECATED``). The defaults below are the only ones: ``.env.example`` is checked against them
-by a test. See README.
+by a test. See docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from app import config_signin
 
 #: What an API key may contain: visible ASCII, as in a bearer token.
 _TOKEN = re.compile(r"[\x21-\x7e]+")
@@ -117,10 +119,51 @@ class AuthSettings(_Group, frozen=True, kw_only=True):
     stream_token_secret: str = ""
     #: Seconds a stream token may start (or resume) its run's event stream.
     stream_token_ttl_seconds: float = 300.0
+    #: Sign-in (docs/sign-in.md): the OIDC issuer whose JWTs are accepted as bearer tokens,
+    #: exactly as in their ``iss``. Empty: tokens are off, API keys only. Its JWKS is found
+    #: through ``<issuer>/.well-known/openid-configuration``.
+    auth_jwt_issuer: str = ""
+    #: Required with the issuer: a token's ``aud`` must hold one of these (comma separated).
+    auth_jwt_audience: str = ""
+    #: The JWKS URL, instead of the one discovery names.
+    auth_jwt_jwks_url: str = ""
+    #: The claim naming the principal that owns threads (``sub``, ``email``, ``oid``...).
+    auth_jwt_principal_claim: str = "sub"
+    #: Accepted signature algorithms (comma separated); asymmetric ones only.
+    auth_jwt_algorithms: str = config_signin.DEFAULT_ALGORITHMS
+    #: Clock skew tolerated on ``exp``, ``nbf`` and ``iat``.
+    auth_jwt_leeway_seconds: float = 30.0
+    #: ``claim=value`` a token must carry (a string equal to it, a list or a space separated
+    #: string containing it), e.g. ``scope=threadkeeper`` or ``realm_access.roles=tk-user``.
+    auth_jwt_required_claim: str = ""
+    #: The JWKS is fetched again after this long (on the next token that needs it).
+    auth_jwt_jwks_cache_seconds: float = 300.0
+    #: At most one fetch per this many seconds for an unknown ``kid`` or after a failed fetch.
+    auth_jwt_jwks_refresh_seconds: float = 30.0
+    #: Timeout of one request to the identity provider (discovery or JWKS).
+    auth_jwt_timeout_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         self.api_key_map()
-        self._require("stream_token_ttl_seconds")
+        self._require(
+            "stream_token_ttl_seconds", "auth_jwt_jwks_cache_seconds", "auth_jwt_timeout_seconds"
+        )
+        self._require("auth_jwt_leeway_seconds", "auth_jwt_jwks_refresh_seconds", strict=False)
+        config_signin.check(
+            issuer=self.auth_jwt_issuer,
+            audience=self.auth_jwt_audience,
+            jwks_url=self.auth_jwt_jwks_url,
+            algorithm_list=self.auth_jwt_algorithms,
+            principal_claim=self.auth_jwt_principal_claim,
+            claim_rule=self.auth_jwt_required_claim,
+            api_keys=self.api_key_map(),
+            stream_token_secret=self.stream_token_secret,
+        )
+
+    @property
+    def sign_in(self) -> bool:
+        """Bearer JWTs from ``auth_jwt_issuer`` are accepted beside the API keys."""
+        return bool(self.auth_jwt_issuer)
 
     def api_key_map(self) -> dict[str, str]:
         """key -> principal. A key must be presentable as a bearer token (visible ASCII) and
@@ -263,7 +306,7 @@ class AgentSettings(_Group, frozen=True, kw_only=True):
     )
     #: Tools that need a human approval before they run (comma separated tool names).
     approval_tools: str = ""
-    #: TOML or JSON file registering the agents (see README "Agents"). Empty: one built-in
+    #: TOML or JSON file registering the agents (see docs/agents.md). Empty: one built-in
     #: ``default`` agent made of these settings.
     agents_file: str = ""
 

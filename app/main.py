@@ -17,7 +17,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from app import metrics, telemetry
-from app.api.auth import ApiKeyAuthority, api_key_guard, provide_principal
+from app.api.auth import Authenticator, api_key_guard, provide_principal
 from app.api.console import console_handlers, openapi_render_plugins
 from app.api.controllers.agents import AgentController
 from app.api.controllers.context import ContextController
@@ -136,7 +136,8 @@ API_DESCRIPTION = (
     "(StreamRunEvents: server-sent events whose items are `RunEvent`s; WaitRun), read the "
     "history (ListMessages) and the model's view (GetAgentState), compress it on demand "
     "(CompressContext) and read offloaded originals from the Workdir. Every error body is an "
-    "`ErrorBody` with a stable `error` code. Authenticate with `Authorization: Bearer <API key>`."
+    "`ErrorBody` with a stable `error` code. Authenticate with `Authorization: Bearer <API key>`, "
+    "or with a signed-in user's token from the deployment's OpenID Connect identity provider."
 )
 
 
@@ -157,6 +158,7 @@ def create_app(
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         container = await factory(settings)
         app.state.container = container
+        app.state.authenticator.start()
         if provider is not None:
             telemetry.instrument_engine(container.engine, provider)
             telemetry.activate(provider)
@@ -166,6 +168,7 @@ def create_app(
             # Normally done by the server when shutdown starts (app/http_server.py); here too
             # for servers that go straight to the lifespan's end.
             app.state.followers.close()
+            await app.state.authenticator.close()
             await container.close()
             telemetry.shutdown(provider)
 
@@ -208,7 +211,7 @@ def create_app(
         request_class=GuardedRequest,
         state=State(
             {
-                "authority": ApiKeyAuthority(settings.auth.api_key_map()),
+                "authenticator": Authenticator.from_settings(settings.auth),
                 "settings": settings,
                 "rate_limiter": RateLimiter(
                     settings.limits.rate_limit_per_second, settings.limits.rate_limit_burst
@@ -220,6 +223,7 @@ def create_app(
                     settings.auth.stream_token_secret,
                     settings.auth.api_key_map(),
                     settings.auth.stream_token_ttl_seconds,
+                    sign_in=settings.auth.sign_in,
                 ),
             }
         ),
@@ -231,7 +235,10 @@ def create_app(
             components=Components(
                 security_schemes={
                     "BearerAuth": SecurityScheme(
-                        type="http", scheme="bearer", description="API key"
+                        type="http",
+                        scheme="bearer",
+                        description="An API key, or (when sign-in is configured) a JWT from "
+                        "the deployment's OpenID Connect identity provider",
                     ),
                     "StreamToken": SecurityScheme(
                         type="apiKey",

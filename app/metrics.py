@@ -109,6 +109,19 @@ RATE_LIMITED = Counter(
     "threadkeeper_rate_limited",
     "Requests refused with 429 rate_limited.",
 )
+AUTH_REFUSALS = Counter(
+    "threadkeeper_auth_refusals",
+    "Bearer credentials refused with 401 invalid_token, by reason (expired, wrong_audience, "
+    "bad_signature, unknown_key, ...; unknown_api_key for a string that is no key and no JWT).",
+    ["reason"],
+)
+JWKS_FETCHES = Counter(
+    "threadkeeper_jwks_fetches",
+    "Fetches of the identity provider's signing keys (discovery + JWKS), by outcome (ok, error).",
+    ["outcome"],
+)
+for _outcome in ("ok", "error"):
+    JWKS_FETCHES.labels(_outcome)
 
 
 def record_run_finished(status: str) -> None:

@@ -116,6 +116,11 @@ def print_lengths(costs: dict[int, list[TurnCost]], kb: str) -> None:
             f"   x{lat / first[0]:.2f} of the shortest per turn,"
             f" x{lat / calls / first[1]:.2f} per model call"
         )
+    unavailable = next(
+        (r.wal_unavailable for rs in costs.values() for r in rs if r.wal_unavailable), ""
+    )
+    if unavailable:
+        print(f"  WAL KB is the whole cluster's and FPI is not measured: {unavailable}")
 
 
 def print_wal_by_relation(costs: dict[int, list[TurnCost]], kb: str) -> None:
@@ -124,6 +129,13 @@ def print_wal_by_relation(costs: dict[int, list[TurnCost]], kb: str) -> None:
     of each length."""
     for length, runs in sorted(costs.items()):
         turns = [t for r in runs for t in r.wal_by_relation]
+        unavailable = next((r.wal_unavailable for r in runs if r.wal_unavailable), "")
+        if unavailable:
+            print(
+                f"\nWAL by relation at {length} turns, knowledge base {kb}: not measured:"
+                f" {unavailable}"
+            )
+            continue
         if not turns:
             continue
         kinds: dict[str, dict[str, int]] = {}

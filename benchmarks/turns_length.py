@@ -43,6 +43,9 @@ class TurnCost:
     model_calls: list[int] = field(default_factory=list)
     #: ``--wal-by-relation``: per turn, WAL bytes per (relation, record type).
     wal_by_relation: list[dict[tuple[str, str], int]] = field(default_factory=list, repr=False)
+    #: Why WAL could not be read per relation (the server has no ``pg_walinspect``), else empty:
+    #: then ``wal_bytes`` is the whole cluster's and there are no full-page-image figures.
+    wal_unavailable: str = ""
 
 
 class WalMeter:
@@ -52,14 +55,24 @@ class WalMeter:
     def __init__(self, db: Any) -> None:
         self.db = db
         self.inspect = False
+        #: Why ``pg_walinspect`` could not be used (empty when it is).
+        self.unavailable = ""
         self.oid = 0
         #: The end LSN of the last ``since``.
         self.end = ""
 
     async def open(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             await self.db.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
             self.inspect = True
+        except Exception as exc:  # psycopg.Error (imported lazily by the caller)
+            # The embedded PostgreSQL (pgserver) ships without it, for one.
+            version = await (await self.db.execute("SHOW server_version")).fetchone()
+            diag = getattr(exc, "diag", None)
+            detail = (getattr(diag, "message_primary", None) or str(exc)).strip().rstrip(".")
+            self.unavailable = (
+                f"this server (PostgreSQL {version[0]}) has no pg_walinspect extension ({detail})"
+            )
         row = await (
             await self.db.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
         ).fetchone()
@@ -206,7 +219,7 @@ async def thread_length(
                         n += len(backlog)
                         for request_id in backlog:
                             await asyncio.wait_for(done.wait(request_id), 600)
-                        cost = out[length] = TurnCost()
+                        cost = out[length] = TurnCost(wal_unavailable=wal.unavailable)
                         while n < length:
                             await asyncio.sleep(0.05)  # the claim loop settles
                             calls0 = await model_calls(db, thread_id)

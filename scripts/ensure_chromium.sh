@@ -4,19 +4,5 @@
 # Installs quietly with --no-install-recommends (no fonts/extras beyond what chromium needs);
 # apt's output is shown only if the install fails.
 set -euo pipefail
-if [ -x /usr/bin/chromium ]; then
-  exit 0
-fi
-run() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-echo "installing chromium (apt, --no-install-recommends)..." >&2
-if ! { run env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-  && run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    -o Dpkg::Use-Pty=0 chromium; } >"$log" 2>&1; then
-  cat "$log" >&2
-  exit 1
-fi
+"$(dirname "$0")/ensure_apt_package.sh" /usr/bin/chromium chromium
 /usr/bin/chromium --version

@@ -8,8 +8,18 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 # The console's browser tests drive Debian's chromium (installed here when missing; needs root/sudo).
 scripts/ensure_chromium.sh
+# The sign-in tests run the identity provider with a skewed clock (Debian's faketime).
+scripts/ensure_faketime.sh
 .venv/bin/ruff check app tests benchmarks
 .venv/bin/mypy app
 # The architecture contract (layers, no cycles): [tool.importlinter] in pyproject.toml.
 .venv/bin/lint-imports
+# The reference (docs/, mkdocs.yml): --strict fails on a broken link or anchor, a missing page or a
+# page left out of the nav. Not --quiet: it hides the warnings that --strict counts.
+site=$(mktemp -d)
+if ! docs_log=$(NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site" 2>&1); then
+  echo "$docs_log" >&2
+  exit 1
+fi
+rm -rf "$site"
 exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist worksteal --durations=15 "$@"

@@ -26,7 +26,12 @@ from app.domain.errors import DomainError
 MEANINGS: dict[str, str] = {
     "validation_error": "malformed JSON, an unknown field, a bad value, parameter or id, "
     "two Authorization headers",
-    "unauthorized": "missing or wrong API key",
+    "unauthorized": "no credential: send `Authorization: Bearer <API key or token>`",
+    "invalid_token": "the bearer credential was refused: an unknown API key, or a token that is "
+    "invalid, expired or not issued for this service (`WWW-Authenticate: Bearer "
+    'error="invalid_token"`)',
+    "identity_provider_unavailable": "the token's signing key cannot be fetched from the "
+    "identity provider right now; retry after `Retry-After` s",
     "not_found": "no such resource for this principal",
     "method_not_allowed": "the path does not take this method",
     "request_timeout": "the request head did not arrive in time (the connection is closed)",
@@ -132,9 +137,11 @@ def declared_errors(handler: HTTPRouteHandler) -> dict[int, tuple[str, ...]]:
     if _secured(handler):
         pairs += [
             (401, "unauthorized"),
+            (401, "invalid_token"),
             (429, "rate_limited"),
             (503, "database_unavailable"),
             (503, "database_not_migrated"),
+            (503, "identity_provider_unavailable"),
         ]
     if _reads_body(handler):
         pairs.append((413, "payload_too_large"))

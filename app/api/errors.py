@@ -25,6 +25,7 @@ from app.db.errors import RETRYABLE_FAULTS, Fault, fault_of, is_connection_error
 from app.domain.errors import (
     DatabaseUnavailable,
     DomainError,
+    InvalidToken,
     SchemaNotMigrated,
     ServiceUnavailable,
     ValidationFailed,
@@ -74,6 +75,8 @@ def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
         headers: dict[str, str] | None = {"Retry-After": DATABASE_RETRY_AFTER}
     elif exc.retry_after is not None:
         headers = {"Retry-After": exc.retry_after}
+    elif isinstance(exc, InvalidToken):  # RFC 6750 3.1: a bearer token was sent and refused
+        headers = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
     else:
         headers = THREAD_BUSY_RETRY_AFTER if exc.code == "thread_busy" else None
     fields = None

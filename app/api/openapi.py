@@ -49,6 +49,7 @@ RETRY_AFTER_CODES = frozenset(
         "database_unavailable",
         "database_not_migrated",
         "streams_unavailable",
+        "identity_provider_unavailable",
     }
 )
 

@@ -35,8 +35,14 @@ class TokenBucket:
         return (1 - self.tokens) / self.rate
 
 
+#: Buckets kept before idle ones (refilled to full: the same as a new one) are dropped.
+PRUNE_AT = 10_000
+
+
 class RateLimiter:
-    """One bucket per principal. Principals come from configured keys, so the map stays small."""
+    """One bucket per principal. Signed-in users make principals unbounded: once the map holds
+    ``PRUNE_AT`` buckets, the full ones are dropped (the next pruning waits until the map has
+    doubled again, so a map of busy principals is not rescanned per request)."""
 
     def __init__(
         self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
@@ -45,6 +51,7 @@ class RateLimiter:
         self.burst = burst
         self.clock = clock
         self._buckets: dict[str, TokenBucket] = {}
+        self._prune_at = PRUNE_AT
 
     @property
     def enabled(self) -> bool:
@@ -57,9 +64,22 @@ class RateLimiter:
         now = self.clock()
         bucket = self._buckets.get(principal)
         if bucket is None:
+            if len(self._buckets) >= self._prune_at:
+                self._prune(now)
             bucket = self._buckets[principal] = TokenBucket(self.rate, self.burst, now)
         wait = bucket.take(now)
         return 0 if wait == 0 else max(1, math.ceil(wait))
+
+    def _prune(self, now: float) -> None:
+        self._buckets = {
+            principal: bucket
+            for principal, bucket in self._buckets.items()
+            if bucket.tokens + (now - bucket.stamp) * bucket.rate < bucket.burst
+        }
+        self._prune_at = max(PRUNE_AT, 2 * len(self._buckets))
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
 
 async def rate_limit_guard(

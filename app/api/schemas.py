@@ -37,6 +37,8 @@ class ErrorCode(enum.StrEnum):
 
     VALIDATION_ERROR = "validation_error"
     UNAUTHORIZED = "unauthorized"
+    #: A bearer credential was sent and refused (unknown key, or an invalid/expired token).
+    INVALID_TOKEN = "invalid_token"
     FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -65,6 +67,8 @@ class ErrorCode(enum.StrEnum):
     DATABASE_UNAVAILABLE = "database_unavailable"
     DATABASE_NOT_MIGRATED = "database_not_migrated"
     STREAMS_UNAVAILABLE = "streams_unavailable"
+    #: A token's signing key cannot be fetched from the identity provider right now.
+    IDENTITY_PROVIDER_UNAVAILABLE = "identity_provider_unavailable"
     WORKDIR_UNAVAILABLE = "workdir_unavailable"
     HTTP_ERROR = "http_error"
 

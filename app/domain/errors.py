@@ -188,3 +188,34 @@ class StreamsUnavailable(ServiceUnavailable):
 
     code = "streams_unavailable"
     retry_after = "5"
+
+
+class InvalidToken(DomainError):
+    """A bearer credential was sent and refused: no API key, and not a JWT this service accepts
+    (expired, not yet valid, wrong issuer or audience, refused algorithm, unknown key, bad
+    signature, missing principal...). Every such refusal is the same answer; the reason is only
+    logged."""
+
+    code = "invalid_token"
+    status_code = 401
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            detail
+            or "the bearer token is not accepted: an unknown API key, or a token that is "
+            "invalid, expired or not issued for this service"
+        )
+
+
+class IdentityProviderUnavailable(DomainError):
+    """A token's signing key is not known yet and the identity provider's keys cannot be
+    fetched right now: the token is neither accepted nor called invalid (fail closed)."""
+
+    code = "identity_provider_unavailable"
+    status_code = 503
+    retry_after = "5"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            detail or "the identity provider's signing keys cannot be fetched right now; retry"
+        )

@@ -52,3 +52,27 @@ def test_a_session_on_the_embedded_database_ends_without_logging_errors(tmp_path
     assert "--- Logging error ---" not in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     assert "Warning" not in output, output[-3000:]  # nor a deprecated import
+
+
+def test_the_tests_that_need_server_extensions_pass_on_the_embedded_database(
+    tmp_path: Path,
+) -> None:
+    """CI runs the suite on TEST_DATABASE_URL (a PostgreSQL with contrib); a newcomer's machine on
+    the embedded one (pgserver: PostgreSQL 16 without pg_walinspect, for one). The tests marked
+    ``extensions`` must pass on both, so they run here on the embedded server too."""
+    env = {k: v for k, v in os.environ.items() if k != "TEST_DATABASE_URL"}
+    env["DOCKER_HOST"] = f"unix://{tmp_path}/no-docker.sock"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"),
+            *("-m", "extensions", "tests/"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert " passed" in output and " failed" not in output, output[-3000:]

@@ -26,6 +26,7 @@ RETRY_AFTER = {
     "database_unavailable",
     "database_not_migrated",
     "streams_unavailable",
+    "identity_provider_unavailable",
 }
 
 

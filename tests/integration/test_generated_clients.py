@@ -235,13 +235,11 @@ def test_openapi_typescript_and_fetch(
     assert any(line.startswith("run: completed") and "3 messages" in line for line in lines), lines
 
 
-def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
-    base_url, spec = live
-    # The generator's output as it is: its default post-hooks run whatever ruff finds, and a
-    # ruff fix turns client.py's ``*args: Any`` into ``*args: object``, which fails --strict.
+def generate_python_client(spec: Path, tmp_path: Path) -> str:
+    """``threadkeeper_client`` in ``tmp_path``, generated from ``spec``; the generator's output."""
     config = tmp_path / "generator.yaml"
     config.write_text("post_hooks: []\n")
-    output = run(
+    return run(
         [
             str(BIN / "openapi-python-client"),
             "generate",
@@ -256,6 +254,13 @@ def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
         ],
         tmp_path,
     )
+
+
+def test_openapi_python_client(live: tuple[str, Path], tmp_path: Path) -> None:
+    base_url, spec = live
+    # The generator's output as it is: its default post-hooks run whatever ruff finds, and a
+    # ruff fix turns client.py's ``*args: Any`` into ``*args: object``, which fails --strict.
+    output = generate_python_client(spec, tmp_path)
     assert "Warning" not in output and "WARNING" not in output, output
     program = tmp_path / "python_flow.py"
     shutil.copy(CLIENTS / "python_flow.py", program)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -9,7 +13,13 @@ import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 
-from app.db.migrate import alembic_config, downgrade_base, upgrade_head
+from app.db.migrate import (
+    PROJECT_ROOT,
+    alembic_config,
+    downgrade_base,
+    head_revisions,
+    upgrade_head,
+)
 from app.db.urls import libpq_url
 from tests.support.database import fresh_database
 
@@ -153,3 +163,49 @@ def test_step_updated_tables_keep_room_for_hot_updates_and_downgrade(database_ur
         }
         command.downgrade(alembic_config(url), "0009_i23_wal_run_events")
         assert _fillfactors(url) == {"conversations": None, "agent_runs": None}
+
+
+def _alembic_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The plain Alembic CLI, as deploy/docker-compose.yml's migrate service and an operator run it."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("alembic")), *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _env_without_database(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "THREADKEEPER_DATABASE_URL")
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("variable", ["DATABASE_URL", "THREADKEEPER_DATABASE_URL"])
+def test_the_alembic_cli_upgrades_and_downgrades_with_the_url_from_the_environment(
+    database_url: str, variable: str
+) -> None:
+    with fresh_database(database_url) as url:
+        env = _env_without_database(**{variable: url})
+        up = _alembic_cli("upgrade", "head", env=env)
+        assert up.returncode == 0, up.stderr
+        assert "workdir_index" in _tables(url)
+        current = _alembic_cli("current", env=env)
+        assert current.returncode == 0, current.stderr
+        assert set(head_revisions()) <= set(current.stdout.split())
+        down = _alembic_cli("downgrade", "base", env=env)
+        assert down.returncode == 0, down.stderr
+        assert _tables(url) == {"alembic_version"}
+
+
+def test_the_alembic_cli_without_a_url_says_what_to_set() -> None:
+    done = _alembic_cli("upgrade", "head", env=_env_without_database())
+    assert done.returncode != 0
+    assert "set DATABASE_URL" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -106,7 +106,7 @@ def test_generated_requests_never_get_5xx_and_match_the_schema(
 
 def with_event_item_schema(document: dict[str, Any]) -> dict[str, Any]:
     """The stream as schemathesis reads it: the document's event-stream ``schema`` is one
-    frame's ``data`` (RunEvent: what the client generators read, README "Clients"), while
+    frame's ``data`` (RunEvent: what the client generators read, docs/clients.md), while
     schemathesis reads an event stream's ``schema`` as the whole SSE event ``{event, id,
     data}``. The same contract in OpenAPI 3.2's form (``itemSchema``, ``data`` as JSON text
     whose ``contentSchema`` is the payload) lets it check every event's payload."""

@@ -88,8 +88,12 @@ async def test_auth_required(app_factory: AppFactory, headers: dict[str, str]) -
     async with app_factory(start_worker=False) as h:
         resp = await h.client.get("/v1/threads", headers=headers)
         assert resp.status_code == 401
-        assert resp.json()["error"] == "unauthorized"
-        assert resp.headers["www-authenticate"] == "Bearer"
+        if headers.get("Authorization") == "Bearer wrong":  # sent and refused (RFC 6750 3.1)
+            assert resp.json()["error"] == "invalid_token"
+            assert resp.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+        else:
+            assert resp.json()["error"] == "unauthorized"
+            assert resp.headers["www-authenticate"] == "Bearer"
 
 
 async def test_bad_input_gets_stable_codes(app_factory: AppFactory) -> None:

@@ -16,7 +16,7 @@ from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
-from app.api.auth import STREAM_TOKEN_OPT
+from app.api.auth import STREAM_TOKEN_OPT, signed_in
 from app.api.errors import errors
 from app.api.followers import FollowerLease, Followers
 from app.api.schemas import (
@@ -206,7 +206,7 @@ class RunController(Controller):
     ) -> StreamTokenOut:
         await run_service.get(run_id, principal)  # 404 for a run this principal cannot see
         tokens: StreamTokens = request.app.state.stream_tokens
-        token, expires = tokens.issue(run_id, principal)
+        token, expires = tokens.issue(run_id, principal, signed_in=signed_in(request))
         return StreamTokenOut(
             token=token, run_id=run_id, expires_at=datetime.fromtimestamp(expires, UTC)
         )

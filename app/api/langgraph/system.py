@@ -60,7 +60,7 @@ async def not_supported(request: Request[Any, Any, Any]) -> None:
     raise NotImplementedHere(
         f"{request.method} {request.url.path} is not supported by Threadkeeper's LangGraph API "
         "(no crons, store, stateless runs, thread copies or assistant changes: assistants are "
-        "the configured agents); see the README's support table"
+        "the configured agents); see the support table in docs/langgraph.md"
     )
 
 

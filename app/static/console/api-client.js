@@ -239,27 +239,27 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s.
- * @typedef {("database_unavailable" | "database_not_migrated")} DatabaseUnavailableOrDatabaseNotMigratedCode
+ * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `identity_provider_unavailable`: the token's signing key cannot be fetched from the identity provider right now; retry after `Retry-After` s.
+ * @typedef {("database_unavailable" | "database_not_migrated" | "identity_provider_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableCode
  */
 
 /**
- * An ErrorBody whose `error` is `database_unavailable` or `database_not_migrated`.
- * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedError
- * @property {DatabaseUnavailableOrDatabaseNotMigratedCode} error
+ * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated` or `identity_provider_unavailable`.
+ * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableError
+ * @property {DatabaseUnavailableOrDatabaseNotMigratedOrIdentityProviderUnavailableCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
 
 /**
- * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `streams_unavailable`: this process follows as many runs as it can or is shutting down; refused before the stream starts, retry.
- * @typedef {("database_unavailable" | "database_not_migrated" | "streams_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode
+ * The `error` codes DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableError carries: `database_unavailable`: the database cannot be reached right now; retry after `Retry-After` s / `database_not_migrated`: the schema is not migrated yet; retry after `Retry-After` s / `streams_unavailable`: this process follows as many runs as it can or is shutting down; refused before the stream starts, retry / `identity_provider_unavailable`: the token's signing key cannot be fetched from the identity provider right now; retry after `Retry-After` s.
+ * @typedef {("database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable")} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableCode
  */
 
 /**
- * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated` or `streams_unavailable`.
- * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableError
- * @property {DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableCode} error
+ * An ErrorBody whose `error` is `database_unavailable`, `database_not_migrated`, `streams_unavailable` or `identity_provider_unavailable`.
+ * @typedef {Object} DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableError
+ * @property {DatabaseUnavailableOrDatabaseNotMigratedOrStreamsUnavailableOrIdentityProviderUnavailableCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
@@ -316,7 +316,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -772,14 +772,14 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes UnauthorizedError carries: `unauthorized`: missing or wrong API key.
- * @typedef {("unauthorized")} UnauthorizedCode
+ * The `error` codes UnauthorizedOrInvalidTokenError carries: `unauthorized`: no credential: send `Authorization: Bearer <API key or token>` / `invalid_token`: the bearer credential was refused: an unknown API key, or a token that is invalid, expired or not issued for this service (`WWW-Authenticate: Bearer error="invalid_token"`).
+ * @typedef {("unauthorized" | "invalid_token")} UnauthorizedOrInvalidTokenCode
  */
 
 /**
- * An ErrorBody whose `error` is `unauthorized`.
- * @typedef {Object} UnauthorizedError
- * @property {UnauthorizedCode} error
+ * An ErrorBody whose `error` is `unauthorized` or `invalid_token`.
+ * @typedef {Object} UnauthorizedOrInvalidTokenError
+ * @property {UnauthorizedOrInvalidTokenCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
  */
@@ -840,14 +840,14 @@ async function request(config, op, args, options) {
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function addDocument(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -864,7 +864,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -872,7 +872,7 @@ export function addDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function cancelRequest(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/requests/{request_id}/cancel", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -887,7 +887,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -895,7 +895,7 @@ export function cancelRequest(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function cancelRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/cancel", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -912,7 +912,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<CompressOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -922,7 +922,7 @@ export function cancelRun(config, args = {}, options = {}) {
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
  * @throws {ApiError} 502 compression_failed
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  * @throws {ApiError} 507 workdir_unavailable
  */
 export function compressContext(config, args = {}, options = {}) {
@@ -940,14 +940,14 @@ export function compressContext(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<StreamTokenOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function createStreamToken(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/stream-token", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -963,7 +963,7 @@ export function createStreamToken(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 413 payload_too_large
@@ -971,7 +971,7 @@ export function createStreamToken(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function createThread(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads", "pathParams": [], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -987,14 +987,14 @@ export function createThread(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function deleteDocument(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/knowledge-bases/{kb}/documents/{document_id}", "pathParams": ["kb", "document_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1009,7 +1009,7 @@ export function deleteDocument(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<void>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1017,7 +1017,7 @@ export function deleteDocument(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function deleteThread(config, args = {}, options = {}) {
   return request(config, {"method": "DELETE", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1032,14 +1032,14 @@ export function deleteThread(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getAgent(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents/{agent_id}", "pathParams": ["agent_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1054,14 +1054,14 @@ export function getAgent(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentStateOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getAgentState(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/agent-state", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1078,14 +1078,14 @@ export function getAgentState(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}", "pathParams": ["request_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1100,14 +1100,14 @@ export function getRequest(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}", "pathParams": ["run_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1122,14 +1122,14 @@ export function getRun(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function getThread(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1160,13 +1160,13 @@ export function health(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<AgentList>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listAgents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/agents", "pathParams": [], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1182,13 +1182,13 @@ export function listAgents(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<DocumentPage>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listDocuments(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/documents", "pathParams": ["kb"], "queryParams": ["limit", "cursor"], "hasBody": false, "auth": true}, args, options);
@@ -1205,14 +1205,14 @@ export function listDocuments(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listMessages(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -1228,14 +1228,14 @@ export function listMessages(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunList>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listRuns(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/runs", "pathParams": ["thread_id"], "queryParams": ["limit"], "hasBody": false, "auth": true}, args, options);
@@ -1251,13 +1251,13 @@ export function listRuns(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadPage>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listThreads(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads", "pathParams": [], "queryParams": ["limit", "cursor", "metadata"], "hasBody": false, "auth": true}, args, options);
@@ -1274,7 +1274,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<PostMessageOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1284,7 +1284,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function postMessage(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -1299,14 +1299,14 @@ export function postMessage(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function readWorkdirFile(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/workdir/{path}", "pathParams": ["thread_id", "path"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
@@ -1341,7 +1341,7 @@ export function ready(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1351,7 +1351,7 @@ export function ready(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function resumeRun(config, args = {}, options = {}) {
   return request(config, {"method": "POST", "path": "/v1/runs/{run_id}/resume", "pathParams": ["run_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -1368,13 +1368,13 @@ export function resumeRun(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<KbSearchOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function searchKnowledgeBase(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/knowledge-bases/{kb}/search", "pathParams": ["kb"], "queryParams": ["q", "limit"], "hasBody": false, "auth": true}, args, options);
@@ -1393,14 +1393,14 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<string>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited / too_many_streams
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable / streams_unavailable
  */
 export function streamRunEvents(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/events", "pathParams": ["run_id"], "queryParams": ["after", "stream_token"], "hasBody": false, "auth": true}, args, options);
@@ -1417,7 +1417,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<ThreadOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
@@ -1426,7 +1426,7 @@ export function streamRunEvents(config, args = {}, options = {}) {
  * @throws {ApiError} 429 rate_limited
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function updateThread(config, args = {}, options = {}) {
   return request(config, {"method": "PATCH", "path": "/v1/threads/{thread_id}", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
@@ -1444,14 +1444,14 @@ export function updateThread(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RequestOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited / too_many_streams
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable / streams_unavailable
  */
 export function waitRequest(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/requests/{request_id}/wait", "pathParams": ["request_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);
@@ -1469,14 +1469,14 @@ export function waitRequest(config, args = {}, options = {}) {
  * @param {RequestOptions} [options]
  * @returns {Promise<RunOut>}
  * @throws {ApiError} 400 validation_error
- * @throws {ApiError} 401 unauthorized
+ * @throws {ApiError} 401 unauthorized / invalid_token
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
  * @throws {ApiError} 429 rate_limited / too_many_streams
  * @throws {ApiError} 431 request_header_too_large
  * @throws {ApiError} 500 internal_error
- * @throws {ApiError} 503 database_unavailable / database_not_migrated / streams_unavailable
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable / streams_unavailable
  */
 export function waitRun(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/v1/runs/{run_id}/wait", "pathParams": ["run_id"], "queryParams": ["timeout"], "hasBody": false, "auth": true}, args, options);

@@ -213,9 +213,16 @@ async function connect(key) {
       await selectThread(remembered);
     }
   } catch (err) {
-    const text = err instanceof ApiError && err.status === 401 ? "unauthorized: wrong API key" : describeError(err);
+    const text = err instanceof ApiError && err.status === 401 ? refusal(err) : describeError(err);
     setPill($("connection"), text, "error");
   }
+}
+
+/** Why the server refused the credential: a token may simply have expired (sign in again). */
+function refusal(err) {
+  return err.code === "invalid_token"
+    ? "refused: unknown API key, or an expired or invalid token"
+    : "unauthorized: enter an API key or a token";
 }
 
 async function loadAgents() {

@@ -9,11 +9,13 @@ connections wait on it. No timing is asserted: each test waits for conditions.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import AUTH, AppFactory, AppHarness
+from tests.integration.test_agents import agents_file
 from tests.support.api import messages, new_thread, scrape, value
 from tests.support.openai_server import OpenAICompatibleServer
 
@@ -171,3 +173,61 @@ async def test_more_runs_than_pool_connections_complete(app_factory: AppFactory)
 def _checkpointer_in_use(container: Any) -> int:
     stats = container.pool.get_stats()
     return int(stats.get("pool_size", 0)) - int(stats.get("pool_available", 0))
+
+
+def file_agent(srv: OpenAICompatibleServer, monkeypatch: pytest.MonkeyPatch, **spec: Any) -> Any:
+    """An agents-file agent on the stub (its key in the environment, as a deployment has it)."""
+    monkeypatch.setenv("TK_TEST_PROVIDER_KEY", "sk-test-provider-key")
+    return {"base_url": srv.base_url, "api_key_env": "TK_TEST_PROVIDER_KEY", **spec}
+
+
+async def test_a_fallback_model_answers_when_the_agents_model_fails(
+    app_factory: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with OpenAICompatibleServer() as srv:
+        agent = file_agent(
+            srv,
+            monkeypatch,
+            id="steady",
+            model="openai:gpt-primary",
+            fallback_models=["openai:gpt-spare"],
+        )
+        srv.fail_next(404, {"error": {"message": "gone", "code": "model_not_found"}})
+        srv.enqueue_text(ANSWER)
+        async with app_factory(agents_file=agents_file(tmp_path, agent)) as h:
+            resp = await h.client.post(
+                "/v1/threads", json={"title": "t", "agent_id": "steady"}, headers=AUTH
+            )
+            tid = resp.json()["id"]
+            run = await post_and_wait(h, tid)
+            assert run["status"] == "completed", run
+            assert [r["model"] for r in srv.requests] == ["gpt-primary", "gpt-spare"]
+            assert [m["content"] for m in await messages(h, tid)][-1] == ANSWER
+
+
+async def test_max_concurrency_caps_the_calls_in_flight(
+    app_factory: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = 4
+    with OpenAICompatibleServer(latency=0.05) as srv:
+        srv.responder = lambda request: ANSWER
+        agent = file_agent(srv, monkeypatch, id="capped", model="openai:gpt-x", max_concurrency=1)
+        async with app_factory(agents_file=agents_file(tmp_path, agent)) as h:
+            threads = []
+            for _ in range(runs):
+                resp = await h.client.post(
+                    "/v1/threads", json={"title": "t", "agent_id": "capped"}, headers=AUTH
+                )
+                threads.append(resp.json()["id"])
+            for tid in threads:
+                await h.client.post(
+                    f"/v1/threads/{tid}/messages", json={"content": "hi"}, headers=AUTH
+                )
+            finished = [
+                await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=120)
+                for tid in threads
+            ]
+            assert [r["status"] for r in finished] == ["completed"] * runs
+            assert srv.stats()["max_in_flight"] == 1
+            waits = await metric(h, "threadkeeper_model_slot_wait_seconds_count")
+            assert waits >= runs

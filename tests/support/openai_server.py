@@ -300,6 +300,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, _error_body("Not found", "invalid_request_error", "not_found"))
 
     def do_POST(self) -> None:
+        owner = self.server.owner
+        owner._enter()
+        try:
+            self._post()
+        finally:
+            owner._leave()
+
+    def _post(self) -> None:
         raw = self._read_body()
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, _error_body("Not found", "invalid_request_error", "not_found"))
@@ -548,6 +556,9 @@ class _State:
     #: Bodies answered with a fault (digests): the same body again is a retry.
     faulted: set[bytes] = field(default_factory=set)
     calls: int = 0
+    in_flight: int = 0
+    #: The most chat requests answered at once.
+    max_in_flight: int = 0
     completions: int = 0
     retries: int = 0
     faults_by_kind: dict[str, int] = field(default_factory=dict)
@@ -734,6 +745,7 @@ class OpenAICompatibleServer:
                 "completions": state.completions,
                 "retries": state.retries,
                 "faults": dict(state.faults_by_kind),
+                "max_in_flight": state.max_in_flight,
             }
 
     def reset(self) -> None:
@@ -758,6 +770,15 @@ class OpenAICompatibleServer:
         with self._cond:
             self._state.faulted.add(hashlib.sha1(raw).digest())
             self._state.faults_by_kind[kind] = self._state.faults_by_kind.get(kind, 0) + 1
+
+    def _enter(self) -> None:
+        with self._cond:
+            self._state.in_flight += 1
+            self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._state.in_flight -= 1
 
     def _count_completion(self) -> None:
         with self._cond:

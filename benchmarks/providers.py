@@ -57,7 +57,12 @@ from benchmarks.service import (
     wait_http_ready,
 )
 from benchmarks.turns_driver import completions, database
-from benchmarks.turns_reference import reference_server, reference_venv, tree_cpu_seconds
+from benchmarks.turns_reference import (
+    reference_ready,
+    reference_server,
+    reference_venv,
+    tree_cpu_seconds,
+)
 
 STUB = ROOT / "tests" / "support" / "openai_server.py"
 #: Model calls per turn (``query_kb``, then the answer).
@@ -364,16 +369,8 @@ async def langgraph(phase: Phase, seconds: float, drain: float, logs: Path) -> F
         os.environ["TK_PROVIDER_BASE_URL"] = base_v1  # read by the reference graph
         with reference_server(binary, logs / "langgraph.log") as (base, proc):
             client = get_client(url=base, api_key=None)
-            deadline = time.monotonic() + READY_SECONDS
-            while True:
-                try:
-                    await client.assistants.search(limit=1)
-                    break
-                except Exception:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        print("langgraph reference: the server did not start", file=sys.stderr)
-                        return None
-                    await asyncio.sleep(0.3)
+            if not await reference_ready(client, proc):
+                return None
             threads = [
                 str((await client.threads.create())["thread_id"]) for _ in range(phase.threads + 1)
             ]

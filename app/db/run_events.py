@@ -92,6 +92,19 @@ class StatusEvent(msgspec.Struct, kw_only=True):
     handoff: bool = False
 
 
+def failed_event(error: RunError) -> StatusEvent:
+    """The final ``status`` event of a run that failed with ``error``."""
+    return StatusEvent(
+        type="status",
+        status="failed",
+        final=True,
+        error=error.message,
+        error_code=error.code,
+        provider_status=error.provider_status,
+        provider_code=error.provider_code,
+    )
+
+
 class DeltaEvent(msgspec.Struct, kw_only=True):
     """Streamed model text (coalesced, ~5 per second); the ``message`` event names the stored
     message once it is whole."""

@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app import metrics
 from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL, RunStatus
-from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
+from app.db.run_events import RunError, StatusEvent, event_row, failed_event, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
 # Extend the lease of a run still the holder's and not asked to stop. (It begins as the
@@ -210,15 +210,7 @@ def _outcome(status: RunStatus, error: RunError | None, interrupt: Any) -> dict[
             "e": event,
         }
     assert status == RunStatus.FAILED and error is not None
-    event = StatusEvent(
-        type="status",
-        status="failed",
-        final=True,
-        error=error.message,
-        error_code=error.code,
-        provider_status=error.provider_status,
-        provider_code=error.provider_code,
-    )
+    event = failed_event(error)
     return {
         "error": error.message,
         "error_code": error.code,

@@ -18,7 +18,7 @@ from app.db.models import (
     RequestStatus,
     RunStatus,
 )
-from app.db.run_events import RunError, StatusEvent, hitl_request
+from app.db.run_events import RunError, StatusEvent, failed_event, hitl_request
 from app.domain.errors import NotFound
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RUN_EVENTS_CHANNEL, RunEventRepository
@@ -281,15 +281,7 @@ class RunRepository:
             run_id,
             "fail",
             {RunStatus.RUNNING},
-            StatusEvent(
-                type="status",
-                status="failed",
-                final=True,
-                error=error.message,
-                error_code=error.code,
-                provider_status=error.provider_status,
-                provider_code=error.provider_code,
-            ),
+            failed_event(error),
             status=RunStatus.FAILED,
             error=error.message,
             error_code=error.code,

@@ -361,7 +361,8 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
 
 # --- LangGraph's runtime -----------------------------------------------------------------------
 async def langgraph(phase: Phase, seconds: float, drain: float, logs: Path) -> Figures | None:
-    from langgraph_sdk import get_client
+    import httpx
+    from langgraph_sdk.client import LangGraphClient
 
     binary = reference_venv()
     if binary is None:
@@ -370,7 +371,15 @@ async def langgraph(phase: Phase, seconds: float, drain: float, logs: Path) -> F
         await wait_provider(base_v1)
         os.environ["TK_PROVIDER_BASE_URL"] = base_v1  # read by the reference graph
         with reference_server(binary, logs / "langgraph.log") as (base, proc):
-            client = get_client(url=base, api_key=None)
+            # The SDK's own client: one connection per thread, as our closed loop has (its
+            # defaults, 100 connections and a 5 s pool wait, failed turns on the client side).
+            client = LangGraphClient(
+                httpx.AsyncClient(
+                    base_url=base,
+                    limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+                    timeout=httpx.Timeout(connect=30, read=600, write=600, pool=600),
+                )
+            )
             if not await reference_ready(client, proc):
                 return None
             threads = [

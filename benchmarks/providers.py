@@ -352,7 +352,9 @@ async def _service_retries(base: str) -> float | None:
 def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in after.items():
-        if isinstance(value, dict):
+        if key.startswith("max_"):  # a high-water mark, not a count
+            out[key] = value
+        elif isinstance(value, dict):
             out[key] = {k: v - before.get(key, {}).get(k, 0) for k, v in value.items()}
         else:
             out[key] = value - before.get(key, 0)

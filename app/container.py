@@ -44,6 +44,7 @@ from app.services.run_feed import RunFeed
 from app.services.runs import RunService
 from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
+from app.worker.admission import pools_pressed
 from app.worker.engine import RunWorker
 from app.worker.notifier import RunEventNotifier
 
@@ -186,6 +187,7 @@ async def build_container(
         sessions=sessions,
         agents=agents,
     )
+    worker.admission.pressed = pools_pressed(engine, pool)
     run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
     notifier = RunEventNotifier(
         libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None

@@ -7,14 +7,19 @@ tool calls and writes queue behind each other) and the runs it claimed would hav
 sooner by another worker or left queued in PostgreSQL, where waiting costs nothing. So the claim
 loop also asks the loop's lag: a probe sleeps ``PROBE_SECONDS`` and measures how late it woke up
 (smoothed); while that lag is over ``worker_max_loop_lag_ms``, no new run is claimed (runs it
-holds go on; the queue and other workers take the rest). A worker always takes ``FLOOR`` runs,
-so a machine slowed by something else never stops it altogether.
+holds go on; the queue and other workers take the rest). Nor while the database pools are
+pressed (``pressed``: the repositories' pool nearly all checked out, or anyone waiting for a
+checkpointer connection): a run starting then would queue behind the others' statements until
+the pool timeout failed it, and API requests would wait with it. A worker always takes ``FLOOR``
+runs, so a machine slowed by something else never stops it altogether.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -31,9 +36,13 @@ FLOOR = 4
 
 
 class Admission:
-    def __init__(self, limit: int, max_lag_seconds: float) -> None:
+    def __init__(
+        self, limit: int, max_lag_seconds: float, pressed: Callable[[], bool] | None = None
+    ) -> None:
         self.limit = limit
         self.max_lag = max_lag_seconds
+        #: True while the database pools have no room for another run (set by the container).
+        self.pressed = pressed
         #: Runs held now (claimed and not finished).
         self.active = 0
         #: The loop's smoothed lag, seconds.
@@ -46,7 +55,8 @@ class Admission:
         """Whether one more run may be claimed now."""
         if self.active >= self.limit:
             return False
-        if self.active < FLOOR or self.max_lag <= 0 or self.lag < self.max_lag:
+        lagging = self.max_lag > 0 and self.lag >= self.max_lag
+        if self.active < FLOOR or not (lagging or (self.pressed is not None and self.pressed())):
             if self._holding:
                 self._holding = False
                 log.info("worker_admitting", runs=self.active, lag_ms=round(self.lag * 1000))
@@ -54,7 +64,12 @@ class Admission:
         if not self._holding:
             self._holding = True
             metrics.ADMISSION_HELD.inc()
-            log.info("worker_holding_claims", runs=self.active, lag_ms=round(self.lag * 1000))
+            log.info(
+                "worker_holding_claims",
+                runs=self.active,
+                lag_ms=round(self.lag * 1000),
+                reason="loop_lag" if lagging else "database_pools",
+            )
         return False
 
     def taken(self) -> None:
@@ -84,3 +99,17 @@ class Admission:
             late = max(0.0, loop.time() - started - PROBE_SECONDS)
             self.lag += SMOOTHING * (late - self.lag)
             metrics.LOOP_LAG.set(self.lag)
+
+
+def pools_pressed(engine: Any, pool: Any) -> Callable[[], bool]:
+    """Whether the repositories' pool (an ``AsyncEngine``'s) has fewer than a quarter of its
+    connections free (kept for API requests), or anyone waits for a checkpointer connection
+    (a psycopg ``AsyncConnectionPool``)."""
+
+    def pressed() -> bool:
+        sql = engine.pool
+        if sql.checkedout() >= sql.size() - sql.size() // 4:
+            return True
+        return int(pool.get_stats().get("requests_waiting", 0)) > 0
+
+    return pressed

@@ -51,7 +51,8 @@ class RunWorker:
         self._loop_task: asyncio.Task[None] | None = None
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
         #: Runs held at once: at most ``worker_concurrency``, and none more while the event
-        #: loop lags (app/worker/admission.py).
+        #: loop lags or the database pools are pressed (app/worker/admission.py; the container
+        #: sets ``admission.pressed``).
         self.admission = Admission(
             max_concurrent_runs or settings.worker_concurrency,
             settings.worker_max_loop_lag_ms / 1000,
@@ -224,6 +225,9 @@ class RunWorker:
     async def _claim_and_spawn(self) -> bool:
         if not self.admission.admits():
             return False
+        # Claims in a burst outrun the lag probe and the pools: yield once per claim, so both
+        # see the runs just started before the next one is taken.
+        await asyncio.sleep(0)
         claimed = await self._claim_resumable() or await self.claims.claim_next()
         if claimed is None:
             claimed = await self._claim_resumable()  # the look at the queue saw one

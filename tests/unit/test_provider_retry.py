@@ -97,3 +97,14 @@ async def test_admission_measures_the_loops_lag() -> None:
         assert gate.lag > 0.05
     finally:
         await gate.stop()
+
+
+def test_admission_takes_no_run_while_the_database_pools_are_pressed() -> None:
+    pressed = [True]
+    gate = Admission(limit=100, max_lag_seconds=0.25, pressed=lambda: pressed[0])
+    for _ in range(FLOOR):
+        assert gate.admits()  # the floor, pressed or not
+        gate.taken()
+    assert not gate.admits()
+    pressed[0] = False
+    assert gate.admits()

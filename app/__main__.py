@@ -1,6 +1,6 @@
 """Command line: ``python -m app serve [--migrate]``, ``worker``, ``migrate``, ``settings``,
-``--version``. Start-up problems (bad settings, no database) are one line on stderr and a
-non-zero exit, never a traceback."""
+``check [--providers]``, ``--version``. Start-up problems (bad settings, no database) are one
+line on stderr and a non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
@@ -155,6 +155,18 @@ def _require_database(settings: Settings) -> None:
         sys.exit(1)
 
 
+def _check(args: argparse.Namespace) -> None:
+    """Exit 0 when every check passes, 2 when any found a problem (``app.checks``)."""
+    import os
+
+    from app.checks import CheckContext, run_checks
+
+    # The findings are the output: library log lines would only interleave with them.
+    configure_logging("CRITICAL", json=False)
+    ctx = CheckContext(environ=dict(os.environ), providers=args.providers)
+    sys.exit(asyncio.run(run_checks(ctx)))
+
+
 def _print_settings(_: argparse.Namespace) -> None:
     from app.settings_report import report
 
@@ -212,6 +224,17 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser(
         "settings", help="print the effective settings (secrets masked) and exit"
     ).set_defaults(func=_print_settings)
+    check = sub.add_parser(
+        "check",
+        help="check the settings, agents, database and MCP servers before deploying "
+        "(exit 0: all well, 2: a problem; one line per finding)",
+    )
+    check.add_argument(
+        "--providers",
+        action="store_true",
+        help="also call each distinct model once (a one-line prompt and a short answer each)",
+    )
+    check.set_defaults(func=_check)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.agents.graph import AgentRuntime
 from app.agents.registry import AgentRegistry, SummarizerOverride, build_registry
 from app.agents.spec import load_agent_specs
-from app.agents.workdir import PgIndex, Workdir, open_workdir
+from app.compression.workdir import PgIndex, Workdir, open_workdir
 from app.config import DatabaseSettings, Settings
 from app.db.checkpointer import BoundedPostgresSaver, check_pooled, stamp_returned
 from app.db.embedded import start_embedded_postgres
@@ -118,6 +118,7 @@ class Container:
         self._closed = True
         # SIGTERM of an API process with the in-process worker: the same graceful drain.
         await self.worker.drain(self.settings.worker.drain_seconds)
+        await self.agents.close()  # retries end, MCP server processes exit
         await self.workdir.close()
         await self.notifier.stop()
         await self.pool.close()
@@ -172,6 +173,7 @@ async def build_container(
 
     workdir = open_workdir(settings.workdir, PgIndex(sessions))
     kb = KnowledgeBaseService(sessions)
+    run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
     agents = await build_registry(
         specs,
         settings,
@@ -181,6 +183,8 @@ async def build_container(
         model=model,
         summarizer=summarizer,
         base_dir=Path(settings.agent.agents_file).parent if settings.agent.agents_file else None,
+        # Only a process that runs tools keeps its stdio MCP servers up between calls.
+        hold_mcp_sessions=run_in_process,
     )
     worker = RunWorker(
         settings=settings.worker,
@@ -188,7 +192,6 @@ async def build_container(
         agents=agents,
     )
     worker.admission.pressed = pools_pressed(engine, pool)
-    run_in_process = settings.worker.worker_in_process if start_worker is None else start_worker
     notifier = RunEventNotifier(
         libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None
     )
@@ -211,13 +214,14 @@ async def build_container(
             workdir,
             agents,
         ),
-        intake=IntakeService(engine, db.lock_timeout_ms, on_enqueued=wake),
+        intake=IntakeService(engine, db.lock_timeout_ms, on_enqueued=wake, agents=agents),
         runs=RunService(
             sessions,
             db.lock_timeout_ms,
             on_resumed=wake,
             on_cancel=worker.cancel_local if run_in_process else None,
             tools_of=agents.tools_by_name,
+            require_agent=agents.require_available,
         ),
         # A quarter of the pool at most for followers' reads: a run's followers all read at
         # its next event, and interactive requests must keep connections meanwhile.

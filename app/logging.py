@@ -79,7 +79,7 @@ def configure_logging(level: str = "INFO", json: bool = True, secrets: Iterable[
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
     logging.captureWarnings(True)
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "asyncio"):
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "asyncio", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -12,12 +12,27 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def run_stoppable(entry: Callable[[], T]) -> T:
+    """``entry()``, stopped by SIGTERM (``kill``, an orchestrator, a CI timeout) as by Ctrl-C:
+    the ``finally`` of every context manager runs, so the servers it started stop with it. Why:
+    SIGTERM's default action ends the process at once, and its children run on, orphaned (the
+    LangGraph reference even in a session of its own, which no Ctrl-C reaches either)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return entry()
+    except KeyboardInterrupt:
+        print("stopped; the servers it started were stopped too", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def server_from_env() -> str:

@@ -37,11 +37,11 @@ from langchain.agents.middleware.summarization import SummarizationMiddleware
 from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.offload import deterministic_pass
-from app.agents.recall import search_workdir
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import INDEX_PATH, Workdir
+from app.compression.offload import deterministic_pass
+from app.compression.recall import search_workdir
+from app.compression.summary import ContextCompressor
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import INDEX_PATH, Workdir
 from benchmarks.compression_methods import (
     CACHED_PRICE,
     KEEP_RECENT,

@@ -29,9 +29,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.tokens import TokenCounter, get_encoding
-from app.agents.workdir import Workdir
+from app.compression.summary import ContextCompressor
+from app.compression.tokens import TokenCounter, get_encoding
+from app.compression.workdir import Workdir
 from benchmarks.compression_threads import Turn
 
 THRESHOLD = 12_000

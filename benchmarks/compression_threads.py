@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.agents.tokens import TokenCounter
+from app.compression.tokens import TokenCounter
 
 _VOCABULARY = (
     "retention policy archive ledger invoice customer region backup replica latency quota "

@@ -36,7 +36,13 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import fresh_database, percentile, server_from_env, wait_ready
+from benchmarks.common import (
+    fresh_database,
+    percentile,
+    run_stoppable,
+    server_from_env,
+    wait_ready,
+)
 from benchmarks.service import API_KEY, READY_SECONDS, app_server, service_env
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -238,4 +244,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stoppable(main))

@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import fresh_database, percentile, server_from_env
+from benchmarks.common import fresh_database, percentile, run_stoppable, server_from_env
 from benchmarks.intake_floor import seed_threads
 from benchmarks.intake_load import (
     Accepted,
@@ -299,4 +299,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(main(parse_args()))
+    sys.exit(run_stoppable(lambda: main(parse_args())))

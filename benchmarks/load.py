@@ -42,6 +42,7 @@ from benchmarks.common import (
     child_server,
     fresh_database,
     percentile,
+    run_stoppable,
     server_from_env,
     wait_ready,
 )
@@ -434,4 +435,4 @@ if __name__ == "__main__":
     if arguments.serve_fd is not None:
         serve(arguments.serve_fd)
     else:
-        sys.exit(main(arguments))
+        sys.exit(run_stoppable(lambda: main(arguments)))

@@ -40,7 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.agents.offload import (
+from app.compression.offload import (
     DEFAULT_PROTECTED_TOOLS,
     PREVIEW_CHARS_PER_TOKEN,
     _calls_by_id,
@@ -48,10 +48,10 @@ from app.agents.offload import (
     _previewed,
     deterministic_pass,
 )
-from app.agents.recall import index_fields
-from app.agents.summary_messages import is_offloaded
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import LocalStore, PgIndex, S3Store, Workdir, WorkdirError
+from app.compression.recall import index_fields
+from app.compression.summary_messages import is_offloaded
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import LocalStore, PgIndex, S3Store, Workdir, WorkdirError
 from app.db.session import create_engine, create_session_factory
 from benchmarks.common import fresh_database, server_from_env
 

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import text as sql
 
-from app.agents.recall import _best_passage, index_fields, search_workdir
-from app.agents.terms import terms
-from app.agents.workdir import (
+from app.compression.recall import _best_passage, index_fields, search_workdir
+from app.compression.terms import terms
+from app.compression.workdir import (
     LocalStore,
     PgIndex,
     StoredObject,

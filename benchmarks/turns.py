@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import server_from_env
+from benchmarks.common import run_stoppable, server_from_env
 from benchmarks.turns_driver import Capacity, capacity
 from benchmarks.turns_length import TurnCost, thread_length
 from benchmarks.turns_reference import reference
@@ -230,4 +230,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_stoppable(lambda: asyncio.run(main()))

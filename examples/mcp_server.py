@@ -25,7 +25,11 @@ GLOSSARY = {
 
 
 def build(host: str = "127.0.0.1", port: int = 8765) -> FastMCP:
-    server = FastMCP("glossary", host=host, port=port, log_level="WARNING")
+    # Stateless streamable HTTP: each request is served on its own (the glossary keeps nothing
+    # per client), so any replica can answer it. In the SDK's stateful mode (mcp 1.30) every
+    # client that ends its session normally (HTTP DELETE) left an ERROR traceback in this log
+    # ("Error in standalone SSE writer": ClosedResourceError).
+    server = FastMCP("glossary", host=host, port=port, log_level="WARNING", stateless_http=True)
 
     @server.tool()
     def glossary(query: str) -> str:

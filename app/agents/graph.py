@@ -18,9 +18,9 @@ from langgraph.graph.state import CompiledStateGraph
 
 from app.agents.context import AgentContext
 from app.agents.middlewares.boundary import BoundaryMiddleware
-from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
 from app.agents.provider_errors import endpoint_of
 from app.agents.tools import tool_error_content
+from app.compression.summary import ContextCompressor, SummaryMiddleware
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 
-from app.agents.overflow import is_context_overflow
+from app.compression.overflow import is_context_overflow
 
 try:  # openai is a dependency, but keep this module importable without it.
     import openai

@@ -3,16 +3,18 @@ compression contract (its own summary middleware, approvals and tool-error handl
 
 ``AgentRegistry`` is the one accessor for "the registered agents" (``infos()``/``info(id)``:
 what GetAgent shows) and for "the runtime of this thread's agent" (``runtime(agent_id)``).
-An agent whose MCP server could not be reached at start is registered but *unavailable* (its
-reason in ``info(id).unavailable_reason``; its threads' runs fail with ``agent_unavailable``);
-a thread whose agent left the file is treated the same way. Neither stops the service.
+An agent whose MCP server cannot be reached (at start, or later) is *unavailable* (the reason
+in ``info(id).unavailable_reason``; new runs of its threads refused by ``require_available``)
+and started again with backoff (``app.agents.recovery``); one that left the file is unavailable
+for good. Neither stops the service.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +25,10 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.agents.budget import Budget, agent_budget_misfit
-from app.agents.extractive import ExtractiveChatModel
 from app.agents.graph import AgentRuntime, build_agent_runtime
-from app.agents.mcp import McpUnavailable, load_mcp_tools
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.models import build_chat_model, init_provider_model
+from app.agents.mcp import McpServer, McpUnavailable
+from app.agents.models import build_chat_model, build_summarizer, provider_model
+from app.agents.recovery import Recovery
 from app.agents.resilience import provider_middleware
 from app.agents.spec import (
     DEFAULT_AGENT_ID,
@@ -40,17 +40,16 @@ from app.agents.spec import (
     import_object,
     load_agent_specs,
 )
-from app.agents.summarizers import (
-    ExtractiveSummarizer,
-    Summarizer,
-    build_summarizer,
-    llm_summarizer,
-)
-from app.agents.tool_names import WEB_SEARCH
 from app.agents.tools import KbSearch, build_tools
-from app.agents.workdir import Workdir
+from app.compression.budget import Budget, agent_budget_misfit
+from app.compression.summarizers import Summarizer, llm_summarizer
+from app.compression.summary import ContextCompressor
+from app.compression.tool_names import WEB_SEARCH
+from app.compression.workdir import Workdir
 from app.config import CompressionSettings, Settings
 from app.domain.errors import AgentUnavailable, UnknownAgent
+from app.offline.extractive import ExtractiveChatModel
+from app.offline.summarizer import ExtractiveSummarizer
 
 log = structlog.get_logger(__name__)
 
@@ -109,6 +108,51 @@ class AgentRegistry:
         self._infos = infos
         #: Reads/deletes checkpoints of a thread whose agent is unavailable.
         self.state_graph = state_graph
+        #: Starts unavailable agents again (set by ``build_registry``).
+        self.recovery: Recovery | None = None
+        #: Every MCP server of every agent (stopped by ``close``).
+        self.mcp_servers: list[McpServer] = []
+
+    # --- availability (issue 30) ----------------------------------------------------------------
+    def install(self, runtime: AgentRuntime, info: AgentInfo) -> None:
+        self._runtimes[info.id], self._infos[info.id] = runtime, info
+
+    def withdraw(self, info: AgentInfo) -> None:
+        """The agent (``info`` saying why) takes no new run until it is installed again."""
+        before = self._infos.get(info.id)
+        if info.id in self._runtimes or before is None or before != info:  # news: logged once
+            log.error("agent_unavailable", agent_id=info.id, reason=info.unavailable_reason)
+        self._runtimes.pop(info.id, None)
+        self._infos[info.id] = info
+
+    def mcp_down(self, agent_id: str, reason: str) -> None:
+        """An MCP server of the (running) agent stopped answering: withdrawn, retried."""
+        info = self._infos.get(agent_id)
+        if agent_id in self._runtimes and info is not None and self.recovery is not None:
+            self.withdraw(dataclasses.replace(info, unavailable_reason=reason))
+            self.recovery.schedule(agent_id)
+
+    def unavailable(self) -> bool:
+        """Whether any registered agent is unavailable now (cheap: asked on every intake)."""
+        return len(self._runtimes) < len(self._infos)
+
+    def require_available(self, agent_id: str) -> None:
+        """``AgentUnavailable`` (``retry_after``: the next attempt) unless it can run now."""
+        if agent_id in self._runtimes:
+            return
+        reason = self.unavailable_reason(agent_id) or removed_reason(agent_id)
+        retry = self.recovery.retry_in(agent_id) if self.recovery is not None else None
+        detail = f"the thread's agent is unavailable: {reason}"
+        if retry is not None:
+            detail += f"; it is retried, next in {retry} s"
+        raise AgentUnavailable(detail, reason=reason, retry_after=retry)
+
+    async def close(self) -> None:
+        """Stop retrying, and stop every MCP server this process started."""
+        if self.recovery is not None:
+            await self.recovery.close()
+        for server in self.mcp_servers:
+            await server.close()
 
     @property
     def default_id(self) -> str:
@@ -133,8 +177,8 @@ class AgentRegistry:
         """The runtime of a thread's agent, or ``AgentUnavailable`` saying why there is none."""
         found = self._runtimes.get(agent_id)
         if found is None:
-            reason = self.unavailable_reason(agent_id) or removed_reason(agent_id)
-            raise AgentUnavailable(f"the thread's agent is unavailable: {reason}", reason=reason)
+            self.require_available(agent_id)
+            raise AssertionError("unreachable")
         return found
 
     def runtimes(self) -> list[AgentRuntime]:
@@ -172,23 +216,32 @@ async def build_registry(
     model: BaseChatModel | None = None,
     summarizer: SummarizerOverride = None,
     base_dir: Path | None = None,
+    hold_mcp_sessions: bool = True,
 ) -> AgentRegistry:
     """Assemble every agent. ``model``/``summarizer`` replace the configured ones (tests).
     Configuration errors raise ``AgentsFileError``; an MCP server that cannot be reached makes
-    only its agent unavailable."""
-    runtimes: dict[str, AgentRuntime] = {}
-    infos: dict[str, AgentInfo] = {}
+    only its agent unavailable, until a retry reaches it. ``hold_mcp_sessions``: this process
+    runs tools, so each stdio server stays up between calls (``app.agents.mcp``)."""
+    state_graph = create_agent(model=ExtractiveChatModel(), tools=[], checkpointer=checkpointer)
+    registry = AgentRegistry({}, {}, state_graph)
+    servers: dict[str, list[McpServer]] = {}
     for spec in specs:
+        servers[spec.id] = [
+            McpServer(
+                server,
+                base_dir,
+                hold=hold_mcp_sessions,
+                on_down=partial(registry.mcp_down, spec.id),
+                agent_id=spec.id,
+            )
+            for server in spec.mcp_servers
+        ]
+        registry.mcp_servers.extend(servers[spec.id])
+
+    async def assemble(spec: AgentSpec) -> tuple[AgentRuntime, AgentInfo]:
         budget = budget_of(spec, settings)
-        try:
-            tools = await _tools(spec, settings, search_kb, workdir, base_dir)
-            approvals = _approvals(spec, settings, tools)
-        except (McpUnavailable, AgentsFileError) as exc:
-            # Static mistakes were refused by ``preflight``; what is left came from an MCP
-            # server (down, or its tools not what the file expects): this agent only.
-            log.error("agent_unavailable", agent_id=spec.id, reason=str(exc))
-            infos[spec.id] = _info(spec, settings, budget, [], frozenset(), str(exc))
-            continue
+        tools = await _tools(spec, settings, search_kb, workdir, servers[spec.id])
+        approvals = _approvals(spec, settings, tools)
         system_prompt = spec.system_prompt or settings.agent.system_prompt
         # ``preflight`` refused static misfits at start (budgets built in code, as the tests do,
         # are the caller's); an MCP server's tool schemas arrive only now, so check those here.
@@ -196,15 +249,13 @@ async def build_registry(
             Budget.of(budget), system_message=system_prompt, tools=tools, agent=spec.id
         )
         if misfit:
-            log.error("agent_unavailable", agent_id=spec.id, reason=misfit)
-            infos[spec.id] = _info(spec, settings, budget, [], frozenset(), misfit)
-            continue
+            raise AgentsFileError(misfit)
         compressor = ContextCompressor.from_settings(
             budget, summarizer=_summarizer(spec, settings, budget, summarizer), workdir=workdir
         )
         runtime = build_agent_runtime(
             model=model or _model(spec, settings),
-            provider_middleware=_provider_middleware(spec, settings),
+            provider_middleware=_resilience(spec, settings),
             model_name="" if model else model_name(spec.model, settings),
             tools=tools,
             compressor=compressor,
@@ -214,10 +265,26 @@ async def build_registry(
             recursion_limit=spec.recursion_limit,
             agent_id=spec.id,
         )
-        runtimes[spec.id] = runtime
-        infos[spec.id] = _info(spec, settings, budget, tools, approvals, None)
-    state_graph = create_agent(model=ExtractiveChatModel(), tools=[], checkpointer=checkpointer)
-    return AgentRegistry(runtimes, infos, state_graph)
+        return runtime, _info(spec, settings, budget, tools, approvals, None)
+
+    async def start(agent_id: str) -> None:
+        spec = next(s for s in specs if s.id == agent_id)
+        try:
+            registry.install(*await assemble(spec))
+        except (McpUnavailable, AgentsFileError) as exc:
+            # Static mistakes were refused by ``preflight``; what is left came from an MCP
+            # server (down, or its tools not what the file expects): this agent only.
+            budget = budget_of(spec, settings)
+            registry.withdraw(_info(spec, settings, budget, [], frozenset(), str(exc)))
+            raise
+
+    registry.recovery = Recovery(start)
+    for spec in specs:
+        try:
+            await start(spec.id)
+        except (McpUnavailable, AgentsFileError):
+            registry.recovery.schedule(spec.id)
+    return registry
 
 
 def preflight(settings: Settings) -> list[AgentSpec]:
@@ -233,7 +300,7 @@ def preflight(settings: Settings) -> list[AgentSpec]:
     for spec in specs:
         budget = budget_of(spec, settings)
         _model(spec, settings)
-        _provider_middleware(spec, settings)
+        _resilience(spec, settings)
         _summarizer(spec, settings, budget, None)
         tools = _static_tools(spec, settings, no_search, workdir)
         system = spec.system_prompt or settings.agent.system_prompt
@@ -251,40 +318,28 @@ def model_name(spec_model: str, settings: Settings) -> str:
     return spec_model or f"openai:{settings.models.llm_model}"
 
 
-def _api_key(spec: AgentSpec) -> str | None:
-    if not spec.api_key_env:
-        return None
-    value = os.environ.get(spec.api_key_env)
-    if not value:
-        raise AgentsFileError(
-            f"agent {spec.id!r}: field 'api_key_env': environment variable "
-            f"{spec.api_key_env} is not set"
-        )
-    return value
+def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The provider models the agent calls by role (``model``, ``summarizer``; offline ones
+    left out): (what names the endpoint and model: name, base URL, key variable; the model)."""
+    found: dict[str, tuple[tuple[str, ...], Any]] = {}
+    for role, which in (("model", spec.model), ("summarizer", spec.summarizer or spec.model)):
+        name = model_name(which, settings)
+        if name == OFFLINE:
+            continue
+        if which:
+            key = (which, spec.base_url, spec.api_key_env)
+            found[role] = key, provider_model(spec, which, settings)
+        else:  # the THREADKEEPER_LLM_* endpoint (a summarizer may name its own model there)
+            m = settings.models
+            model = m.llm_model if role == "model" else (m.summary_model or m.llm_model)
+            key = (f"openai:{model}", m.llm_base_url, "THREADKEEPER_LLM_API_KEY")
+            found[role] = key, build_chat_model(m, model=model)
+    return found
 
 
-def _provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChatModel:
-    try:
-        return init_provider_model(
-            which,
-            base_url=spec.base_url or None,
-            api_key=_api_key(spec),
-            timeout=settings.models.llm_timeout_seconds,
-        )
-    except AgentsFileError:
-        raise
-    except Exception as exc:  # unknown provider, its package missing, bad arguments
-        field = (
-            "model"
-            if which == spec.model
-            else "fallback_models"
-            if which in spec.fallback_models
-            else "summarizer"
-        )
-        raise AgentsFileError(
-            f"agent {spec.id!r}: field '{field}': {which!r} cannot be built "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-        ) from exc
+def _resilience(spec: AgentSpec, settings: Settings) -> list[Any]:
+    fallbacks = [provider_model(spec, which, settings) for which in spec.fallback_models]
+    return provider_middleware(spec, settings, model_name(spec.model, settings), fallbacks)
 
 
 def _model(spec: AgentSpec, settings: Settings) -> BaseChatModel:
@@ -292,18 +347,7 @@ def _model(spec: AgentSpec, settings: Settings) -> BaseChatModel:
         return ExtractiveChatModel(kb_tool_name=spec.offline_lookup_tool)
     if not spec.model:
         return build_chat_model(settings.models)
-    return _provider_model(spec, spec.model, settings)
-
-
-def _provider_middleware(spec: AgentSpec, settings: Settings) -> list[Any]:
-    """The agent's fallback models and retries (app/agents/resilience.py)."""
-    fallbacks = [_provider_model(spec, which, settings) for which in spec.fallback_models]
-    return provider_middleware(
-        settings.models,
-        model=model_name(spec.model, settings),
-        fallbacks=fallbacks,
-        max_concurrency=spec.max_concurrency,
-    )
+    return provider_model(spec, spec.model, settings)
 
 
 def _summarizer(
@@ -319,7 +363,7 @@ def _summarizer(
         return ExtractiveSummarizer()
     if not which:
         return build_summarizer(settings.models, budget)  # today's: THREADKEEPER_SUMMARY_MODEL
-    return llm_summarizer(_provider_model(spec, which, settings), budget)
+    return llm_summarizer(provider_model(spec, which, settings), budget)
 
 
 # --- tools --------------------------------------------------------------------------------------
@@ -328,11 +372,11 @@ async def _tools(
     settings: Settings,
     search_kb: KbSearch,
     workdir: Workdir,
-    base_dir: Path | None,
+    servers: list[McpServer],
 ) -> list[BaseTool]:
     tools = _static_tools(spec, settings, search_kb, workdir)
-    if spec.mcp_servers:
-        tools.extend(await load_mcp_tools(spec.mcp_servers, base_dir=base_dir))
+    for server in servers:  # McpUnavailable names the first that cannot be listed
+        tools.extend(await server.list_tools())
     seen: set[str] = set()
     for t in tools:
         if t.name in seen:

@@ -14,9 +14,10 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.errors import GraphBubbleUp
 
 from app.agents.middlewares.provider_retry import ProviderRetryMiddleware
-from app.agents.overflow import is_context_overflow
 from app.agents.provider_errors import provider_code, provider_status
-from app.config import ModelSettings
+from app.agents.spec import AgentSpec
+from app.compression.overflow import is_context_overflow
+from app.config import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -60,23 +61,21 @@ class ProviderFallbackMiddleware(ModelFallbackMiddleware[Any, Any]):  # type: ig
 
 
 def provider_middleware(
-    models: ModelSettings,
-    *,
-    model: str,
-    fallbacks: Sequence[BaseChatModel] = (),
-    max_concurrency: int | None = None,
+    spec: AgentSpec, settings: Settings, model: str, fallbacks: Sequence[BaseChatModel] = ()
 ) -> list[AgentMiddleware[Any, Any, Any]]:
-    """Outermost first: the fallbacks (if any), then the retries each model gets."""
+    """The agent's (``model``, shown as named) fallback models, if any, then the retries each
+    model gets, with its ``max_concurrency``; outermost first."""
     out: list[AgentMiddleware[Any, Any, Any]] = []
     if fallbacks:
         out.append(ProviderFallbackMiddleware(*fallbacks))
+    models = settings.models
     out.append(
         ProviderRetryMiddleware(
             model=model,
             max_retries=models.llm_max_retries,
             max_wait_seconds=models.llm_retry_max_wait_seconds,
             run_max_retries=models.llm_run_max_retries,
-            max_concurrency=max_concurrency,
+            max_concurrency=spec.max_concurrency,
         )
     )
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from app.agents.tool_names import BUILTIN_TOOLS, QUERY_KB
+from app.compression.tool_names import BUILTIN_TOOLS, QUERY_KB
 from app.config import CompressionSettings, Settings
 
 #: The capability that lets a thread's context be compressed on request (CompressContext).
@@ -94,7 +95,7 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     summarizer: str = ""
     #: Empty: ``THREADKEEPER_SYSTEM_PROMPT``.
     system_prompt: str = ""
-    #: Built-in tools by name (``app.agents.tool_names.BUILTIN_TOOLS``); unset: query_kb and
+    #: Built-in tools by name (``app.compression.tool_names.BUILTIN_TOOLS``); unset: query_kb and
     #: the Workdir tools, plus web_search when ``THREADKEEPER_WEB_SEARCH_URL`` is set.
     tools: list[str] | None = None
     #: The knowledge base ``query_kb`` searches.
@@ -155,6 +156,7 @@ def load_agent_specs(settings: Settings) -> list[AgentSpec]:
 
 def load_agents_file(path: Path, settings: Settings) -> list[AgentSpec]:
     raw = _read(path)
+    importable_from(path.parent)
     try:
         entries = msgspec.convert(raw, _File).agents
     except msgspec.ValidationError as exc:
@@ -240,6 +242,15 @@ def _field_message(exc: msgspec.ValidationError, prefix: str) -> str:
         what = "unknown field" if "unknown" in message else "required"
         return f"field '{prefix}{path}.{inner.group(1)}': {what}"
     return f"field '{prefix}{path}': {message}"
+
+
+def importable_from(folder: Path) -> None:
+    """Let what an agents file names (``python_tools``, factories, and whatever those import)
+    be imported from the file's own folder as well as ``sys.path``. Appended, so
+    ``sys.path`` comes first: a ``json.py`` beside the file never shadows the standard one."""
+    where = str(folder.resolve())
+    if where not in sys.path:
+        sys.path.append(where)
 
 
 def import_object(target: str, where: str) -> Any:

@@ -14,9 +14,9 @@ from langchain_core.tools import BaseTool, tool
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.agents.context import AgentContext
-from app.agents.recall import search_workdir as search_originals
-from app.agents.tool_names import QUERY_KB, READ_WORKDIR_FILE, SEARCH_WORKDIR, WEB_SEARCH
-from app.agents.workdir import Workdir, WorkdirError
+from app.compression.recall import search_workdir as search_originals
+from app.compression.tool_names import QUERY_KB, READ_WORKDIR_FILE, SEARCH_WORKDIR, WEB_SEARCH
+from app.compression.workdir import Workdir, WorkdirError
 from app.config import WebSearchSettings
 from app.db.errors import is_connection_error
 

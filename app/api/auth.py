@@ -155,6 +155,11 @@ async def api_key_guard(
         # Not a list-valued field (RFC 9110): a proxy and a client that each added one would
         # otherwise be decided by header order, which neither of them controls.
         raise ValidationFailed("send exactly one Authorization header", field="Authorization")
+    # The LangGraph door's header sent to /v1: say where the key goes (whatever the key, so
+    # the hint tells nothing about it). A stream token still works beside it.
+    streams = route.opt.get(STREAM_TOKEN_OPT) and QUERY_PARAMETER in connection.query_params
+    if not credentials and not streams and "x-api-key" in connection.headers:
+        raise NotAuthorizedException(X_API_KEY_HINT)
     if not credentials and route.opt.get(STREAM_TOKEN_OPT):
         _stream_token_principal(connection)
         return
@@ -163,6 +168,13 @@ async def api_key_guard(
         raise NotAuthorizedException("send Authorization: Bearer <API key or token>")
     authenticator: Authenticator = connection.app.state.authenticator
     await authenticator.authenticate(connection, match.group(1), jwt_ok=True)
+
+
+#: The 401 detail for a /v1 request that carries only ``X-Api-Key``.
+X_API_KEY_HINT = (
+    "send Authorization: Bearer <API key or token>: /v1 does not read X-Api-Key "
+    "(only the LangGraph API does)"
+)
 
 
 def _stream_token_principal(connection: ASGIConnection[Any, Any, Any, Any]) -> None:

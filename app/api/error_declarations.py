@@ -54,7 +54,8 @@ MEANINGS: dict[str, str] = {
     "compression_failed": "the summarizer failed; nothing was written",
     "workdir_unavailable": "the Workdir could not be written; nothing was changed",
     "unknown_agent": "`agent_id` names no registered agent (ListAgents lists them)",
-    "agent_unavailable": "the thread's agent is not registered any more or could not start",
+    "agent_unavailable": "the thread's agent is not registered any more, or cannot run now (an "
+    "MCP server it uses does not answer: retried, `Retry-After` names the next attempt)",
     "not_supported": "the thread's agent does not declare the capability this needs",
 }
 

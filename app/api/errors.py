@@ -136,7 +136,7 @@ def validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[An
     return _body("validation_error", detail, 400, fields=fields)
 
 
-def http_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     code = _HTTP_CODES.get(status, "http_error")
@@ -144,7 +144,16 @@ def http_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[An
         return _body("unauthorized", str(exc.detail), 401, {"WWW-Authenticate": "Bearer"})
     if isinstance(exc, NotFoundException):
         code = "not_found"
-    return _body(code, str(exc.detail), status, exc.headers or None)
+    detail = str(exc.detail)
+    if (
+        status == 413
+    ):  # what the limit is and which setting raises it, not "Request Entity Too Large"
+        limit = request.app.request_max_body_size
+        detail = (
+            f"the request body is over this server's limit of {limit} bytes "
+            "(THREADKEEPER_MAX_REQUEST_BYTES)"
+        )
+    return _body(code, detail, status, exc.headers or None)
 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -230,6 +230,11 @@ class RunList(msgspec.Struct, kw_only=True):
     items: list[RunOut]
 
 
+class EditedAction(Strict):
+    args: dict[str, Any]
+    name: str | None = None
+
+
 class Decision(Strict):
     """One answer per pending tool call, in the order the interrupt listed them.
 
@@ -239,7 +244,10 @@ class Decision(Strict):
     type: DecisionType
     #: ``reject``: the reason given to the model; ``respond``: the tool result (required).
     message: str | None = None
-    #: For ``edit``: the replacement arguments of the tool call.
+    #: For ``edit``: the tool call with its replacement arguments, as LangGraph's API takes it
+    #: (``name``, if given, must be the pending call's tool).
+    edited_action: EditedAction | None = None
+    #: For ``edit``: the replacement arguments (the older spelling of ``edited_action.args``).
     args: dict[str, Any] | None = None
 
 

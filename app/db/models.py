@@ -289,7 +289,7 @@ class WorkdirIndexEntry(Base):
 
     ``thread_key`` is the Workdir's folder name of the thread (``Workdir.thread_key``), so the
     index and the files name a thread the same way on every backend. ``entry`` is the JSON line
-    the thread's ``index.jsonl`` shows; ``tsv`` holds the original's terms (``app.agents.terms``)
+    the thread's ``index.jsonl`` shows; ``tsv`` holds the original's terms (``app.compression.terms``)
     as lexemes, searched by ``search_workdir``.
     """
 

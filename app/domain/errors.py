@@ -54,14 +54,19 @@ class UnknownAgent(DomainError):
 
 class AgentUnavailable(DomainError):
     """The thread's agent is registered no more (removed from the agents file between restarts)
-    or could not start (an MCP server that did not answer). ``reason`` says which."""
+    or cannot run now (an MCP server that does not answer). ``reason`` says which;
+    ``retry_after`` (seconds) when the agent is being started again."""
 
     code = "agent_unavailable"
     status_code = 409
 
-    def __init__(self, detail: str = "", *, reason: str = "") -> None:
+    def __init__(
+        self, detail: str = "", *, reason: str = "", retry_after: int | None = None
+    ) -> None:
         super().__init__(detail)
         self.reason = reason or detail
+        if retry_after is not None:
+            self.retry_after = str(retry_after)
 
 
 class NotSupported(DomainError):

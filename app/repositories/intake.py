@@ -106,6 +106,16 @@ class IntakeRepository:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 
+    async def agent_of(self, thread_id: uuid.UUID, owner_id: str) -> str | None:
+        """The agent of the owner's thread (None: no such thread for this owner)."""
+        row = (
+            await self.conn.execute(
+                text("SELECT agent_id FROM conversations WHERE id = :id AND owner_id = :owner"),
+                {"id": thread_id, "owner": owner_id},
+            )
+        ).first()
+        return None if row is None else str(row.agent_id)
+
     async def accept_user_message(
         self,
         thread_id: uuid.UUID,

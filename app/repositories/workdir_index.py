@@ -1,7 +1,7 @@
 """The thread's recall index: one row per offloaded original, inserted once, never rewritten.
 
 Searched like the knowledge base (a GIN-indexed tsvector), but the lexemes are the original's
-terms as ``app.agents.terms`` computes them (``array_to_tsvector``, no parser, no stemming of
+terms as ``app.compression.terms`` computes them (``array_to_tsvector``, no parser, no stemming of
 its own), so the index matches exactly what the passage scorer of ``search_workdir`` matches.
 """
 

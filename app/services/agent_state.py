@@ -9,9 +9,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.messages import message_text, offload_info
 from app.agents.registry import AgentRegistry
-from app.agents.summary_messages import (
+from app.compression.messages import message_text, offload_info
+from app.compression.summary_messages import (
     is_summary_message,
     stacked_summary_text,
     summarized_count,

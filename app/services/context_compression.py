@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.outcome import record_outcome
 from app.agents.registry import AgentRegistry
-from app.agents.summarizers import SummaryError
+from app.compression.outcome import record_outcome
+from app.compression.summarizers import SummaryError
 from app.domain.errors import (
     CompressionFailed,
     NothingToCompress,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.registry import AgentRegistry
 from app.domain.errors import IdempotencyKeyReused
 from app.repositories.intake import IntakeRepository
 
@@ -32,10 +33,13 @@ class IntakeService:
         engine: AsyncEngine,
         lock_timeout_ms: int,
         on_enqueued: Callable[[], None] | None = None,
+        agents: AgentRegistry | None = None,
     ) -> None:
         self.engine = engine
         self.lock_timeout_ms = lock_timeout_ms
         self.on_enqueued = on_enqueued
+        #: Refuses input for an agent that cannot run now (409 ``agent_unavailable``).
+        self.agents = agents
 
     async def post_message(
         self,
@@ -58,6 +62,12 @@ class IntakeService:
         # objects to track, and setting one up cost a tenth of PostMessage's CPU.
         async with self.engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
+            if self.agents is not None and self.agents.unavailable():
+                # Only while some agent is down (an MCP server that does not answer): one more
+                # query, so a post its agent cannot run is refused rather than failed later.
+                agent_id = await IntakeRepository(conn).agent_of(thread_id, owner_id)
+                if agent_id is not None:
+                    self.agents.require_available(agent_id)
             row = await IntakeRepository(conn).accept_user_message(
                 thread_id,
                 owner_id,

@@ -41,6 +41,37 @@ class ReviewDecision:
     type: Literal["approve", "reject", "edit", "respond"]
     message: str | None = None
     args: dict[str, Any] | None = None
+    #: ``edited_action.name`` when the client sent one: it must name the pending call's tool.
+    name: str | None = None
+
+
+def review_decision(
+    index: int,
+    type: Literal["approve", "reject", "edit", "respond"],
+    message: str | None,
+    edited_action: Mapping[str, Any] | None,
+    *,
+    args: dict[str, Any] | None = None,
+    field: str = "decisions",
+) -> ReviewDecision:
+    """One decision as both doors take it: LangGraph's shape (an edit's arguments in
+    ``edited_action: {name, args}``), and on /v1 also its older ``args`` beside it."""
+    where = f"{field}[{index}]"
+    if edited_action is not None:
+        edited = edited_action.get("args")
+        name = edited_action.get("name")
+        if not isinstance(edited, dict) or not (name is None or isinstance(name, str)):
+            raise ValidationFailed(
+                f"decision {index}: edited_action must be {{name, args}} with args an object",
+                field=f"{where}.edited_action",
+            )
+        if args is not None and args != edited:
+            raise ValidationFailed(
+                f"decision {index}: give the edited arguments once (edited_action.args)",
+                field=f"{where}.args",
+            )
+        return ReviewDecision(type=type, message=message, args=edited, name=name)
+    return ReviewDecision(type=type, message=message, args=args)
 
 
 def _args_errors(tool: BaseTool | None, args: dict[str, Any]) -> str | None:
@@ -92,7 +123,14 @@ def hitl_decisions(
             out.append({"type": "respond", "message": decision.message})
         else:
             if decision.args is None:
-                raise ValidationFailed("an edit decision needs args")
+                raise ValidationFailed(
+                    f"decision {index}: an edit decision needs edited_action: {{name, args}}"
+                )
+            if decision.name is not None and decision.name != action["name"]:
+                raise ValidationFailed(
+                    f"decision {index}: edited_action.name is {decision.name!r}, but the "
+                    f"pending call is to {action['name']}; an edit changes its arguments only"
+                )
             problem = _args_errors((tools or {}).get(action["name"]), decision.args)
             if problem is not None:
                 raise InvalidToolArguments(
@@ -120,8 +158,11 @@ class RunService:
         on_resumed: Callable[[], None] | None = None,
         on_cancel: Callable[[uuid.UUID], None] | None = None,
         tools_of: Callable[[str], Mapping[str, BaseTool]] | None = None,
+        require_agent: Callable[[str], None] | None = None,
     ) -> None:
         self.sessions = sessions
+        #: ``AgentUnavailable`` for an agent that cannot run now (``AgentRegistry``).
+        self.require_agent = require_agent
         #: A thread's agent id -> its tools by name: edited tool arguments are checked against
         #: their schema (``AgentRegistry.tools_by_name``).
         self.tools_of = tools_of
@@ -201,6 +242,8 @@ class RunService:
             assert run is not None
             if run.status != RunStatus.INTERRUPTED:
                 raise InvalidState(f"run is {run.status.value}, not interrupted")
+            if self.require_agent is not None:
+                self.require_agent(conv.agent_id)  # nothing resumes into a run it cannot do
             tools = self.tools_of(conv.agent_id) if self.tools_of else {}
             payload = hitl_decisions(run.interrupt, decisions, tools)
             await runs.resume(run_id, payload)

@@ -13,7 +13,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
-from app.agents.workdir import Workdir
+from app.compression.workdir import Workdir
 from app.db.models import Conversation, Message
 from app.domain.errors import ThreadBusy, ValidationFailed
 from app.domain.states import ThreadStatus

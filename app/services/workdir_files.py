@@ -6,7 +6,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.workdir import (
+from app.compression.workdir import (
     Workdir,
     WorkdirError,
     WorkdirNotFoundError,

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from app.agents.overflow import is_context_overflow
 from app.agents.provider_errors import (
     is_provider_error,
     provider_code,
     provider_message,
     provider_status,
 )
+from app.compression.overflow import is_context_overflow
 from app.db.errors import is_connection_error, raised_in_modules
 from app.db.run_events import RunError
 

@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents import untraced
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
-from app.agents.messages import message_text
 from app.agents.registry import AgentRegistry
+from app.compression.messages import message_text
 from app.config import WorkerSettings
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus

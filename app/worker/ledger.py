@@ -14,10 +14,10 @@ import msgspec
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.agents.messages import message_text
-from app.agents.storable import storable_text, storable_value
-from app.agents.summary_messages import is_summary_message
-from app.agents.tokens import run_usage
+from app.compression.messages import message_text
+from app.compression.storable import storable_text, storable_value
+from app.compression.summary_messages import is_summary_message
+from app.compression.tokens import run_usage
 from app.db.run_events import (
     CompressionEvent,
     DeltaEvent,

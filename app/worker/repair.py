@@ -19,7 +19,7 @@ from app.agents.middlewares.boundary import (
     dangling_tool_calls,
     unanswered_result,
 )
-from app.agents.storable import storable_message
+from app.compression.storable import storable_message
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
 from app.worker.ledger import RunLedger
 

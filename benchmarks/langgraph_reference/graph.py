@@ -12,8 +12,8 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from app.agents.extractive import ExtractiveChatModel
-from app.agents.tool_names import QUERY_KB
+from app.compression.tool_names import QUERY_KB
+from app.offline.extractive import ExtractiveChatModel
 
 
 @tool(QUERY_KB)

@@ -423,7 +423,9 @@ async def test_client_disconnect_during_compress_leaves_a_consistent_thread(
         return await build_container(s, summarizer=summarizer, start_worker=True)
 
     app = create_app(settings, container_factory=container_factory)
-    async with serve_in_loop(app) as base_url, httpx.AsyncClient(base_url=base_url) as api:
+    async with serve_in_loop(app) as base_url, httpx.AsyncClient(
+        base_url=base_url, timeout=60
+    ) as api:
         h = AppHarness(app, api)
         await seed_kb(h)
         tid = await new_thread(h)

@@ -27,11 +27,11 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.agents.offload import deterministic_pass
-from app.agents.recall import search_workdir
-from app.agents.summary_messages import is_offloaded
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import PgIndex, S3Store, Workdir, WorkdirError, open_workdir
+from app.compression.offload import deterministic_pass
+from app.compression.recall import search_workdir
+from app.compression.summary_messages import is_offloaded
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import PgIndex, S3Store, Workdir, WorkdirError, open_workdir
 from app.db.session import create_engine, create_session_factory
 from app.db.urls import libpq_url
 from benchmarks.offload_batch import conversation, result_text
@@ -279,9 +279,9 @@ async def test_a_call_id_used_twice_in_one_batch_keeps_both_originals(blocked: B
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import asyncio, os, sys
-from app.agents.offload import deterministic_pass
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import LocalStore, PgIndex, S3Store, Workdir
+from app.compression.offload import deterministic_pass
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import LocalStore, PgIndex, S3Store, Workdir
 from app.db.session import create_engine, create_session_factory
 from tests.integration.test_offload_batch import BATCH, PREVIEW_TOKENS, conversation
 

@@ -53,7 +53,7 @@ def test_settings_are_printed_with_secrets_masked() -> None:
     assert lines["THREADKEEPER_DB_POOL_SIZE"] == "40"  # defaults are listed too
     assert lines["THREADKEEPER_API_KEYS"] == "alice:****,bob:****"
     assert lines["THREADKEEPER_LLM_API_KEY"] == "****"
-    assert lines["THREADKEEPER_DATABASE_URL"] == "postgresql://tk:***@db.internal:5433/tk"
+    assert lines["DATABASE_URL"] == "postgresql://tk:***@db.internal:5433/tk"
     for secret in ("db-password-1", "alice-secret-key", "bob-secret-key", "sk-provider-secret"):
         assert secret not in out.stdout + out.stderr
 

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.agents.workdir import INDEX_PATH
+from app.compression.workdir import INDEX_PATH
 from app.db.urls import libpq_url
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread, run_turns, state

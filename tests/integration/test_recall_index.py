@@ -20,10 +20,10 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.agents.offload import deterministic_pass
-from app.agents.recall import index_fields, search_workdir
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import (
+from app.compression.offload import deterministic_pass
+from app.compression.recall import index_fields, search_workdir
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import (
     INDEX_PATH,
     PgIndex,
     PutItem,

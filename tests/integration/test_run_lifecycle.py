@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from app.agents.middlewares.boundary import NOT_APPROVED
-from app.agents.tokens import REQUEST_TOKENS_KEY
+from app.compression.tokens import REQUEST_TOKENS_KEY
 from app.db.urls import libpq_url
 from tests.conftest import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.api import add_doc, messages, new_thread
@@ -137,6 +137,53 @@ async def test_interrupt_respond_and_edit_decisions_are_checked_at_resume(
         # langchain prefixes an edited call's result with a notice, then the tool's own JSON.
         payload = json.loads(result["content"].split("Tool response:\n", 1)[1])
         assert payload["query"] == "heartbeat" and payload["count"] >= 1
+
+
+async def test_edit_decisions_take_the_same_shape_on_both_doors(app_factory: AppFactory) -> None:
+    """Issue 30: /v1 takes LangGraph's ``edited_action: {name, args}`` too; the LangGraph door
+    answers an edit sent in /v1's older ``args`` shape with a 422 naming ``edited_action``."""
+    async with app_factory(approval_tools="query_kb") as h:
+        await add_doc(h)
+        tid = await new_thread(h)
+        await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH)
+        run = await h.wait_for_run(tid, statuses={"interrupted"})
+        url = f"/v1/runs/{run['id']}/resume"
+        edit = {"name": "query_kb", "args": {"query": "heartbeat", "limit": 2}}
+
+        renamed = await h.client.post(
+            url,
+            json={"decisions": [{"type": "edit", "edited_action": {**edit, "name": "other"}}]},
+            headers=AUTH,
+        )
+        assert renamed.status_code == 400, renamed.text
+        assert "edited_action.name" in renamed.json()["detail"]
+        lg_body = {
+            "assistant_id": "default",
+            "command": {"resume": {"decisions": [{"type": "edit", "args": edit["args"]}]}},
+        }
+        lg = await h.client.post(
+            f"/threads/{tid}/runs/wait", json=lg_body, headers={"X-Api-Key": API_KEY}
+        )
+        assert lg.status_code == 422, lg.text
+        assert lg.json()["fields"] == [
+            {
+                "field": "command.resume.decisions[0].edited_action",
+                "message": lg.json()["detail"],
+            }
+        ]
+        assert "edited_action: {name, args}" in lg.json()["detail"]
+        still = (await h.client.get(f"/v1/runs/{run['id']}", headers=AUTH)).json()
+        assert still["status"] == "interrupted"
+
+        ok = await h.client.post(
+            url, json={"decisions": [{"type": "edit", "edited_action": edit}]}, headers=AUTH
+        )
+        assert ok.status_code == 200, ok.text
+        final = await h.wait_for_run(tid, statuses={"completed", "failed"})
+        assert final["status"] == "completed", final["error"]
+        result = [m for m in await messages(h, tid) if m["role"] == "tool"][-1]
+        payload = json.loads(result["content"].split("Tool response:\n", 1)[1])
+        assert payload["query"] == "heartbeat"
 
 
 async def test_cancel_interrupted_run_frees_the_thread(app_factory: AppFactory) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.agents.workdir import LocalStore
+from app.compression.workdir import LocalStore
 from tests.conftest import API_KEY, AUTH, OTHER_AUTH, OTHER_KEY, AppFactory, AppHarness
 from tests.support.api import BODIES, add_doc, concrete_path, new_thread, openapi_operations
 from tests.support.live_server import serve_in_loop
@@ -74,6 +74,9 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
                 assert resp.json()["error"] == code
                 assert resp.headers["www-authenticate"] == challenge
                 assert API_KEY not in resp.text
+                # The LangGraph door's header alone gets told where /v1 takes the key.
+                hinted = "does not read X-Api-Key" in resp.json()["detail"]
+                assert hinted == (list(headers) == ["X-API-Key"]), (headers, resp.text)
             # With the right key the same request gets past the guard.
             ok = await h.client.request(method, url, json=body, headers=AUTH)
             assert ok.status_code != 401, (op["operationId"], ok.text)
@@ -254,6 +257,11 @@ async def test_request_bodies_over_the_limit_get_413_and_store_nothing(
             headers=AUTH,
         )
         assert big_doc.status_code == 413 and big_doc.json()["error"] == "payload_too_large"
+        # The answer names the limit and the setting that raises it (issue 30).
+        assert big_doc.json()["detail"] == (
+            "the request body is over this server's limit of 2048 bytes "
+            "(THREADKEEPER_MAX_REQUEST_BYTES)"
+        )
         padded = await h.client.post(
             "/v1/threads",
             content=b'{"title": "padded"' + b" " * 4096 + b"}",
@@ -273,6 +281,7 @@ async def test_request_bodies_over_the_limit_get_413_and_store_nothing(
             headers={**AUTH, "content-type": "application/json"},
         )
         assert streamed.status_code == 413, streamed.text
+        assert "THREADKEEPER_MAX_REQUEST_BYTES" in streamed.json()["detail"]
         resume = await h.client.post(
             f"/v1/runs/{uuid.uuid4()}/resume",
             json={"decisions": [{"type": "reject", "message": "m" * 4000}]},

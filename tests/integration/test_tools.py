@@ -14,9 +14,9 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 
 from app.agents.context import AgentContext
-from app.agents.recall import index_fields
 from app.agents.tools import build_tools
-from app.agents.workdir import Workdir
+from app.compression.recall import index_fields
+from app.compression.workdir import Workdir
 from app.db.session import create_engine, create_session_factory
 from app.services.knowledge_base import KnowledgeBaseService
 from tests.conftest import AUTH, AppFactory, make_settings

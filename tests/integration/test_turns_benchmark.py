@@ -5,11 +5,20 @@ the answer (two model calls) at every length."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import psycopg
 import pytest
 
 from app.db.urls import libpq_url
 from tests.support.benchmarks import run_benchmark
+from tests.support.processes import ROOT, wait_exit
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -78,3 +87,60 @@ async def test_turns_benchmark_wal_by_relation(database_url: str) -> None:
     parts = [v for k, v in relations.items() if k != "total"]
     assert abs(relations["total"] - sum(parts)) <= 0.5 * len(parts), text
     assert any(line.split()[0] == "Heap/INSERT" for line in lines if line.startswith("      "))
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid and fields[0] != "Z":
+                    found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(OSError, IndexError):
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def _start(script: str, args: list[str], database_url: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DATABASE_URL": database_url}
+    env.pop("TEST_DATABASE_URL", None)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def test_sigterm_stops_the_benchmark_and_the_servers_it_started(database_url: str) -> None:
+    """Issue 30: SIGTERM ended the benchmark at once and left what it started running (the
+    LangGraph reference, in a session of its own, and the Threadkeeper server children). Now
+    SIGTERM stops it as Ctrl-C does: every server it started is stopped with it."""
+    args = ["--phases", "capacity", "--layouts", "deploy", "--threads", "1", "--seconds", "600"]
+    proc = _start("turns.py", [*args, "--repeat", "1"], database_url)
+    children: list[int] = []
+    try:
+
+        async def serving() -> bool:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            children[:] = _children(proc.pid)
+            return len(children) >= 2  # the API server and the separate worker
+
+        await wait_until(serving, "the benchmark's API server and worker", timeout=300)
+        proc.send_signal(signal.SIGTERM)
+        code = await wait_exit(proc, 120)
+        assert code == 130, code
+        assert proc.stderr is not None and b"stopped" in proc.stderr.read()
+        assert [pid for pid in children if _alive(pid)] == []
+    finally:
+        for pid in [proc.pid, *children]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait(10)

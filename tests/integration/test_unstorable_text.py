@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
+from app.compression.recall import search_workdir
 from app.db.urls import libpq_url
 from app.repositories.agent_state import committed_state
 from tests.conftest import AUTH, AppFactory, AppHarness
 from tests.support.api import add_doc, messages, new_thread
 from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
-from tests.support.search_backend import LoopbackServer
+from tests.support.search_backend import FixedSearch
 
 pytestmark = pytest.mark.integration
 
@@ -31,29 +32,17 @@ CUT_EMOJI_JSON = "cut \\ud83d"
 STORED = "cut \ufffd"
 
 
-class CutEmojiSearch(LoopbackServer):
-    """A SearxNG-style backend whose result text ends in half an emoji."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                result = '{"title": "t", "url": "https://e.org", "content": "%s", "score": 1}'
-                data = ('{"results": [%s]}' % (result % CUT_EMOJI_JSON)).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        super().__init__(Handler)
+#: One result whose text ends in half an emoji.
+CUT_EMOJI_BODY = (
+    '{"results": [{"title": "t", "url": "https://e.org", "content": "'
+    + CUT_EMOJI_JSON
+    + '", "score": 1}]}'
+).encode()
 
 
 @pytest.fixture
-def search() -> Iterator[CutEmojiSearch]:
-    with CutEmojiSearch() as backend:
+def search() -> Iterator[FixedSearch]:
+    with FixedSearch(CUT_EMOJI_BODY) as backend:
         yield backend
 
 
@@ -78,7 +67,7 @@ async def post_and_wait(h: AppHarness, tid: str, text: str, exclude: set[str]) -
 
 
 async def test_cut_emoji_in_a_tool_result_is_stored_and_the_thread_goes_on(
-    app_factory: AppFactory, search: CutEmojiSearch
+    app_factory: AppFactory, search: FixedSearch
 ) -> None:
     with OpenAICompatibleServer() as llm:
         async with app_factory(
@@ -142,7 +131,7 @@ async def test_cut_emoji_in_the_model_answer_and_arguments_is_stored(
 
 
 async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result(
-    app_factory: AppFactory, clean_db: str, search: CutEmojiSearch
+    app_factory: AppFactory, clean_db: str, search: FixedSearch
 ) -> None:
     """A run that fails after its tool finished but before the step was checkpointed (here the
     tool message insert is refused by a trigger, as the surrogate used to be): the tool's
@@ -189,3 +178,53 @@ async def test_repair_reads_the_committed_state_and_keeps_a_finished_tool_result
             tools = [m for m in history if m["role"] == "tool"]
             assert [m["content"] for m in tools] == [sent[0]["content"]]
             await assert_view_answers_every_call(h, tid)
+
+
+def nul_records() -> bytes:
+    """Records carrying NUL bytes and half an emoji as JSON escapes (``json.loads`` turns them
+    into exactly what PostgreSQL cannot store)."""
+    results = [
+        {
+            "title": f"record\u0000{i} \ud83d",
+            "url": f"https://records.example/{i}\u0000",
+            "content": f"Lease record {i}\u0000 renews on heartbeat. " * 12,
+            "score": 1 - i / 10,
+        }
+        for i in range(6)
+    ]
+    data = json.dumps({"query": "records", "results": results}).encode()
+    assert b"\\u0000" in data and b"\\ud83d" in data
+    return data
+
+
+async def test_nul_in_a_tool_result_is_offloaded_and_indexed(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """Issue 30 item 7: the Workdir index insert used to fail on the NUL the result's JSON
+    carried (``cannot index 1 originals: DBAPIError``), so every CompressContext of the thread
+    answered 507 workdir_unavailable and no compression could ever offload that result. The
+    index stores what the Workdir stores: storable text."""
+    agent = {
+        "id": "records",
+        "model": "offline",
+        "tools": ["web_search", "search_workdir", "read_workdir_file"],
+        "offline_lookup_tool": "web_search",
+        "compression": {"tool_result_preview_tokens": 60, "summary_keep_recent_tokens": 0},
+    }
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps({"agents": [agent]}))
+    with FixedSearch(nul_records()) as backend:
+        async with app_factory(agents_file=str(path), web_search_url=backend.url) as h:
+            tid = await new_thread(h)
+            run = await post_and_wait(h, tid, "Which lease records renew?", set())
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+            resp = await h.client.post(f"/v1/threads/{tid}/context/compress", headers=AUTH)
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["offloaded"] == 1
+            # The index entry holds the result's identities as storable text, and a search
+            # finds the original through it.
+            index = await h.container.workdir.read_index(tid)
+            assert len(index) == 1
+            assert "\x00" not in json.dumps(index) and no_surrogates(json.dumps(index))
+            hits = await search_workdir(h.container.workdir, tid, "heartbeat record")
+            assert hits and hits[0].path == index[0]["path"]

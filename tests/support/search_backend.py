@@ -29,6 +29,25 @@ class LoopbackServer:
         self.server.server_close()
 
 
+class FixedSearch(LoopbackServer):
+    """A SearxNG-style backend answering every GET with ``body`` byte for byte (what a real
+    backend may send and our own JSON encoding would never produce)."""
+
+    def __init__(self, body: bytes) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        super().__init__(Handler)
+
+
 class SearchBackend(LoopbackServer):
     """Speaks SearxNG's GET /search?format=json and Tavily's POST."""
 

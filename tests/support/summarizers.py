@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from app.agents.summarizers import ExtractiveSummarizer
+from app.offline.summarizer import ExtractiveSummarizer
 
 
 class CountingSummarizer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.agents.workdir import LocalStore, OffloadRecord, Workdir
+from app.compression.workdir import LocalStore, OffloadRecord, Workdir
 from tests.support.s3_server import S3Server
 
 

@@ -8,11 +8,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.agents.extractive import ExtractiveChatModel
 from app.agents.graph import build_agent_runtime
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.summarizers import ExtractiveSummarizer
-from app.agents.workdir import Workdir
+from app.compression.summary import ContextCompressor
+from app.compression.workdir import Workdir
+from app.offline.extractive import ExtractiveChatModel
+from app.offline.summarizer import ExtractiveSummarizer
 from app.repositories.agent_state import AgentStateRepository, CheckpointerRequired
 
 

@@ -55,6 +55,38 @@ def test_factories_return_the_same_spec(tmp_path: Path) -> None:
     assert specs[0].compression.summary_threshold == 9000
 
 
+def test_imports_resolve_beside_the_agents_file(tmp_path: Path) -> None:
+    """Issue 30 item 6: a Python tool or factory kept beside the agents file is found without
+    PYTHONPATH (module names unique to this test: imports are cached per process)."""
+    suffix = tmp_path.name.replace("-", "_")
+    (tmp_path / f"helpers_{suffix}.py").write_text("GREETING = 'hello'\n")
+    (tmp_path / f"tools_{suffix}.py").write_text(
+        "from langchain_core.tools import tool\n"
+        f"from helpers_{suffix} import GREETING\n\n\n"
+        "@tool\n"
+        "def greet(name: str) -> str:\n"
+        '    """Greet someone."""\n'
+        "    return f'{GREETING}, {name}'\n\n\n"
+        "def agent():\n"
+        "    return {'id': 'made', 'model': 'offline'}\n"
+    )
+    path = write(
+        tmp_path,
+        {
+            "agents": [
+                {**AGENT, "python_tools": [f"tools_{suffix}:greet"]},
+                {"factory": f"tools_{suffix}:agent"},
+            ]
+        },
+    )
+    specs = preflight(settings_for(path))
+    assert [s.id for s in specs] == ["x", "made"]
+    from app.agents.spec import import_object
+
+    greet = import_object(f"tools_{suffix}:greet", "test")
+    assert greet.invoke({"name": "Ada"}) == "hello, Ada"
+
+
 def test_without_a_file_one_default_agent() -> None:
     (spec,) = preflight(load_settings({}))
     assert spec.id == "default" and spec.model == "" and spec.tools is None

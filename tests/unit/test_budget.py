@@ -12,19 +12,19 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from app.agents.budget import (
+from app.compression.budget import (
     TURN_MESSAGE_TOKENS,
     Budget,
     agent_budget_misfit,
     budget_misfit,
     summary_framing_tokens,
 )
-from app.agents.cuts import current_turn_start
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.outcome import TURN_ALONE_EXCEEDS, compression_event
-from app.agents.summary_messages import is_summary_message, summary_head
-from app.agents.tokens import REQUEST_TOKENS_KEY, TokenCounter, measure
-from app.agents.workdir import Workdir
+from app.compression.cuts import current_turn_start
+from app.compression.outcome import TURN_ALONE_EXCEEDS, compression_event
+from app.compression.summary import ContextCompressor
+from app.compression.summary_messages import is_summary_message, summary_head
+from app.compression.tokens import REQUEST_TOKENS_KEY, TokenCounter, measure
+from app.compression.workdir import Workdir
 from app.config import CompressionSettings
 from tests.support.summarizers import CountingSummarizer
 

@@ -19,17 +19,17 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from app.agents.context import AgentContext
-from app.agents.cuts import RESERVED_SEGMENTS, SUMMARY_SEGMENTS, plan_segment
-from app.agents.extractive import ExtractiveChatModel
-from app.agents.offload import Offloader, offload_pass
-from app.agents.outcome import CompressionOutcome
-from app.agents.summarizers import SummaryError, call_summarizer
-from app.agents.summary_messages import build_summary_message, stacked_summary_text
-from app.agents.tokens import REQUEST_TOKENS_KEY, TokenCounter, measure
-from app.agents.tool_names import QUERY_KB, RECOVERY_TOOLS
 from app.agents.tools import build_tools
-from app.agents.workdir import Workdir
+from app.compression.cuts import RESERVED_SEGMENTS, SUMMARY_SEGMENTS, plan_segment
+from app.compression.offload import Offloader, offload_pass
+from app.compression.outcome import CompressionOutcome
+from app.compression.summarizers import SummaryError, call_summarizer
+from app.compression.summary_messages import build_summary_message, stacked_summary_text
+from app.compression.tokens import REQUEST_TOKENS_KEY, TokenCounter, measure
+from app.compression.tool_names import QUERY_KB, RECOVERY_TOOLS
+from app.compression.workdir import Workdir
 from app.config import WebSearchSettings
+from app.offline.extractive import ExtractiveChatModel
 from tests.support.summarizers import FixedSummarizer
 
 COUNTER = TokenCounter()

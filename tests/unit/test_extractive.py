@@ -21,9 +21,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
-from app.agents.extractive import DELTA_CHARS, ExtractiveChatModel, text_pieces
-from app.agents.summarizers import ExtractiveSummarizer
-from app.agents.tokens import count_tokens, truncate_to_tokens
+from app.compression.tokens import count_tokens, truncate_to_tokens
+from app.offline.extractive import DELTA_CHARS, ExtractiveChatModel, text_pieces
+from app.offline.summarizer import ExtractiveSummarizer
 
 DOCS: list[dict[str, Any]] = [
     {
@@ -144,6 +144,8 @@ async def test_no_results_says_nothing_relevant_found() -> None:
     answer = result["messages"][-1].content
     assert "nothing relevant" in answer
     assert "[kb:" not in answer
+    # The question is quoted once (it was quoted with the lookup's copy of it appended).
+    assert answer == 'I found nothing relevant in the knowledge base for "zzz qqq".', answer
 
 
 @pytest.mark.asyncio
@@ -208,8 +210,8 @@ def test_ids_are_read_from_a_column_legend_preview(tmp_path: Any) -> None:
     offline model still cites the ids of the ``id`` column, and only those."""
     import asyncio
 
-    from app.agents.previews import structured_preview
-    from app.agents.workdir import Workdir
+    from app.compression.previews import structured_preview
+    from app.compression.workdir import Workdir
 
     results = [
         {

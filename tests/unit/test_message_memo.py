@@ -17,10 +17,10 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from app.agents.extractive import _messages_tokens
-from app.agents.message_memo import MessageMemo
-from app.agents.messages import message_text
-from app.agents.tokens import TokenCounter, count_tokens, count_tokens_cached
+from app.compression.message_memo import MessageMemo
+from app.compression.messages import message_text
+from app.compression.tokens import TokenCounter, count_tokens, count_tokens_cached
+from app.offline.extractive import _messages_tokens
 
 WORDS = [
     "lease",

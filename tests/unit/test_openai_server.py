@@ -18,16 +18,12 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.agents.extractive import ExtractiveChatModel
-from app.agents.models import build_chat_model
-from app.agents.summarizers import (
-    ExtractiveSummarizer,
-    LLMSummarizer,
-    SummarizerError,
-    build_summarizer,
-)
-from app.agents.tokens import count_tokens
+from app.agents.models import build_chat_model, build_summarizer
+from app.compression.summarizers import LLMSummarizer, SummarizerError
+from app.compression.tokens import count_tokens
 from app.config import load_settings
+from app.offline.extractive import ExtractiveChatModel
+from app.offline.summarizer import ExtractiveSummarizer
 from tests.support.openai_server import OpenAICompatibleServer, count_prompt_tokens
 
 API_KEY = "sk-test-key"

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.agents.offload import PREVIEW_CHARS_PER_TOKEN, deterministic_pass
-from app.agents.previews import (
+from app.compression.offload import PREVIEW_CHARS_PER_TOKEN, deterministic_pass
+from app.compression.previews import (
     build_preview,
     generic_preview,
     preview_header,
     preview_result_ids,
     structured_preview,
 )
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import OffloadRecord, Workdir
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import OffloadRecord, Workdir
 from app.config import Settings
 from app.repositories.knowledge_base import KbHit
 from app.services.knowledge_base import kb_payload

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from app.agents.middlewares.summary import ContextCompressor
-from app.agents.tokens import (
+from app.compression.summary import ContextCompressor
+from app.compression.tokens import (
     REQUEST_TOKENS_KEY,
     TokenCounter,
     provider_ratio,
     stamp_request_tokens,
 )
-from app.agents.workdir import Workdir
+from app.compression.workdir import Workdir
 from tests.support.summarizers import CountingSummarizer, SlowChunkedSummarizer
 
 COUNTER = TokenCounter()

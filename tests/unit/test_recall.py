@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from app.agents.offload import deterministic_pass
-from app.agents.recall import _enclosing_result, index_fields, search_workdir
-from app.agents.retrieval import identity_of
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import INDEX_PATH, MemoryIndex, Workdir, WorkdirIndexError
+from app.compression.offload import deterministic_pass
+from app.compression.recall import _enclosing_result, index_fields, search_workdir
+from app.compression.retrieval import identity_of
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import INDEX_PATH, MemoryIndex, Workdir, WorkdirIndexError
 
 FACT = "Separately, master key rotation happens each 41 days under policy ZX-7."
 

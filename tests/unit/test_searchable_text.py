@@ -1,11 +1,11 @@
-"""What of a tool output the recall index makes searchable (``app.agents.retrieval``)."""
+"""What of a tool output the recall index makes searchable (``app.compression.retrieval``)."""
 
 from __future__ import annotations
 
 import json
 
-from app.agents.retrieval import found_nothing, searchable_text
-from app.agents.terms import terms
+from app.compression.retrieval import found_nothing, searchable_text
+from app.compression.terms import terms
 
 
 def test_a_result_list_is_searchable_without_the_query_it_echoes() -> None:

@@ -11,12 +11,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from app.agents.graph import build_agent_runtime
 from app.agents.middlewares.boundary import RESULT_UNKNOWN, answer_tool_calls
-from app.agents.middlewares.summary import ContextCompressor
 from app.agents.models import build_chat_model
-from app.agents.storable import storable_message, storable_text, storable_value
-from app.agents.summarizers import ExtractiveSummarizer, LLMSummarizer
-from app.agents.workdir import Workdir, open_workdir
+from app.compression.storable import storable_message, storable_text, storable_value
+from app.compression.summarizers import LLMSummarizer
+from app.compression.summary import ContextCompressor
+from app.compression.workdir import Workdir, open_workdir
 from app.config import load_settings
+from app.offline.summarizer import ExtractiveSummarizer
 from tests.conftest import make_settings
 from tests.support.openai_server import OpenAICompatibleServer
 

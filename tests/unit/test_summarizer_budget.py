@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.agents.summarizers import clip_line, transcript_chunks
-from app.agents.tokens import count_tokens
+from app.compression.summarizers import clip_line, transcript_chunks
+from app.compression.tokens import count_tokens
 
 
 def test_chunks_fit_the_budget_and_keep_order() -> None:

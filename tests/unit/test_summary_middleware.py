@@ -28,12 +28,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from app.agents.cuts import RESERVED_SEGMENTS, SUMMARY_SEGMENTS, plan_summary
-from app.agents.middlewares.summary import ContextCompressor, SummaryMiddleware
-from app.agents.offload import deterministic_pass
-from app.agents.overflow import is_context_overflow
-from app.agents.summarizers import SummaryError
-from app.agents.summary_messages import (
+from app.compression.cuts import RESERVED_SEGMENTS, SUMMARY_SEGMENTS, plan_summary
+from app.compression.offload import deterministic_pass
+from app.compression.overflow import is_context_overflow
+from app.compression.summarizers import SummaryError
+from app.compression.summary import ContextCompressor, SummaryMiddleware
+from app.compression.summary_messages import (
     SUMMARY_HEADER,
     build_summary_message,
     is_summary_message,
@@ -42,8 +42,8 @@ from app.agents.summary_messages import (
     summary_head,
     summary_text_of,
 )
-from app.agents.tokens import TokenCounter
-from app.agents.workdir import INDEX_PATH, Workdir
+from app.compression.tokens import TokenCounter
+from app.compression.workdir import INDEX_PATH, Workdir
 from app.domain.errors import NothingToCompress, WorkdirUnavailable
 from tests.support.summarizers import CountingSummarizer, EmptySummarizer, FailingSummarizer
 

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from app.agents.tokens import (
+from app.compression.tokens import (
     ENCODING_NAME,
     MESSAGE_OVERHEAD_TOKENS,
     REQUEST_OVERHEAD_TOKENS,

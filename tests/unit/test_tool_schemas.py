@@ -11,8 +11,8 @@ from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.agents.extractive import ExtractiveChatModel
 from app.agents.middlewares.boundary import BoundaryMiddleware, ToolSchemas
+from app.offline.extractive import ExtractiveChatModel
 
 
 def _kb_tool(description: str) -> BaseTool:

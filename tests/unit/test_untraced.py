@@ -19,7 +19,7 @@ from langsmith._internal import _context
 from langsmith._runtime_overrides import get_runtime_overrides
 
 from app.agents import untraced
-from app.agents.extractive import ExtractiveChatModel
+from app.offline.extractive import ExtractiveChatModel
 from tests.support.executors import CountingExecutor
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.agents.workdir import (
+from app.compression.workdir import (
     CHUNK_BYTES,
     S3Store,
     Workdir,

@@ -2,7 +2,7 @@
 and the tools), so each model call and each tool call goes through one hook (``create_agent``
 traces each hook of each middleware on every call).
 
-Storable output: what a provider or a tool returns is made storable (``app.agents.storable``)
+Storable output: what a provider or a tool returns is made storable (``app.compression.storable``)
 before the graph puts it in the checkpoint, so the model view, the full history and the events
 hold the same text and no write can fail on it.
 
@@ -37,7 +37,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
-from app.agents.storable import storable_message, storable_value
+from app.compression.storable import storable_message, storable_value
 
 log = structlog.get_logger(__name__)
 

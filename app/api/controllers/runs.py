@@ -40,7 +40,7 @@ from app.domain.errors import (
     ValidationFailed,
 )
 from app.services.run_feed import TERMINAL, RunFeed
-from app.services.runs import ReviewDecision, RunService
+from app.services.runs import RunService, review_decision
 
 #: Seconds of silence after which a stream sends a keep-alive comment.
 KEEPALIVE_SECONDS = 15.0
@@ -166,7 +166,8 @@ class RunController(Controller):
         ),
         description=(
             "Answer an interrupted run, one decision per pending tool call: approve, reject "
-            "(optional message), edit (args, checked against the tool's schema: 422 "
+            "(optional message), edit (`edited_action: {name, args}` as on the LangGraph API, "
+            "or `args`; the arguments are checked against the tool's schema: 422 "
             "validation_error), or respond (message returned as the tool's result; the tool "
             "does not run). A decision the interrupt does not allow is 400."
         ),
@@ -179,7 +180,14 @@ class RunController(Controller):
         run_service: NamedDependency[RunService],
     ) -> RunOut:
         decisions = [
-            ReviewDecision(type=d.type, message=d.message, args=d.args) for d in data.decisions
+            review_decision(
+                i,
+                d.type,
+                d.message,
+                msgspec.to_builtins(d.edited_action) if d.edited_action else None,
+                args=d.args,
+            )
+            for i, d in enumerate(data.decisions)
         ]
         return run_out(await run_service.resume(run_id, principal, decisions))
 

@@ -29,6 +29,7 @@ from app.api.schemas import (
 )
 from app.db.models import Message
 from app.domain.errors import (
+    AgentUnavailable,
     IdempotencyKeyReused,
     NotFound,
     ThreadBusy,
@@ -203,11 +204,14 @@ class ThreadController(Controller):
         "/{thread_id:str}/messages",
         operation_id="PostMessage",
         status_code=HTTP_202_ACCEPTED,
-        responses=errors(NotFound, ThreadBusy, IdempotencyKeyReused),
+        responses=errors(NotFound, ThreadBusy, IdempotencyKeyReused, AgentUnavailable),
         description=(
             "Queue a user message. With an `Idempotency-Key` header (per thread), a retry with "
             "the same body answers the first 202 again and writes nothing; the same key with "
-            "another body is refused with 422 `idempotency_key_reused`."
+            "another body is refused with 422 `idempotency_key_reused`. While the thread's "
+            "agent cannot run (an MCP server it uses does not answer; it is retried), the "
+            "message is refused with 409 `agent_unavailable` and `Retry-After` (the next "
+            "attempt), and nothing is written."
         ),
     )
     async def post_message(

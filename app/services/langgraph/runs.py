@@ -25,7 +25,7 @@ from app.services.langgraph.shapes import (
     run_status,
 )
 from app.services.langgraph.threads import LangGraphThreadService
-from app.services.runs import ReviewDecision, RunService
+from app.services.runs import ReviewDecision, RunService, review_decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +95,22 @@ def resume_decisions(resume: Any) -> list[ReviewDecision]:
                 f"decision {index}: type must be approve, reject, edit or respond",
                 field=f"command.resume.decisions[{index}].type",
             )
-        edited = d.get("edited_action") or {}
-        args = edited.get("args") if isinstance(edited, dict) else None
-        out.append(ReviewDecision(type=kind, message=d.get("message"), args=args))
+        edited = d.get("edited_action")
+        if kind == "edit" and edited is None:
+            # /v1's older ``args`` is not LangGraph's shape: name the field this door reads.
+            raise ValidationFailed(
+                f"decision {index}: an edit decision carries the tool call as "
+                "edited_action: {name, args}" + (" (not a top-level args)" if "args" in d else ""),
+                field=f"command.resume.decisions[{index}].edited_action",
+            )
+        if edited is not None and not isinstance(edited, dict):
+            raise ValidationFailed(
+                f"decision {index}: edited_action must be {{name, args}}",
+                field=f"command.resume.decisions[{index}].edited_action",
+            )
+        out.append(
+            review_decision(index, kind, d.get("message"), edited, field="command.resume.decisions")
+        )
     return out
 
 
@@ -120,6 +133,8 @@ class LangGraphRunService:
 
     async def start(self, thread_id: uuid.UUID, owner_id: str, ask: RunInput) -> LangGraphRun:
         agent = find_agent(self.agents, ask.assistant_id)
+        if ask.text is not None:  # new input its agent cannot run now is refused (409)
+            self.agents.require_available(agent.agent_id)
         await self._ensure_thread(thread_id, owner_id, ask.if_not_exists)
         if ask.checkpoint_id is not None:
             head = await self.threads.head_checkpoint_id(thread_id)

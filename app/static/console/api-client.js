@@ -268,6 +268,7 @@ async function request(config, op, args, options) {
  * @typedef {Object} Decision
  * @property {DecisionType} type
  * @property {(string | null)} [message]
+ * @property {(EditedAction | null)} [edited_action]
  * @property {(Record<string, any> | null)} [args]
  */
 
@@ -305,6 +306,12 @@ async function request(config, op, args, options) {
  * @typedef {Object} DocumentPage
  * @property {Array<DocumentInfo>} items
  * @property {(string | null)} next_cursor
+ */
+
+/**
+ * @typedef {Object} EditedAction
+ * @property {Record<string, any>} args
+ * @property {(string | null)} [name]
  */
 
 /**
@@ -692,7 +699,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes ThreadBusyOrAgentUnavailableError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `agent_unavailable`: the thread's agent is not registered any more or could not start.
+ * The `error` codes ThreadBusyOrAgentUnavailableError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `agent_unavailable`: the thread's agent is not registered any more, or cannot run now (an MCP server it uses does not answer: retried, `Retry-After` names the next attempt).
  * @typedef {("thread_busy" | "agent_unavailable")} ThreadBusyOrAgentUnavailableCode
  */
 
@@ -718,7 +725,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes ThreadBusyOrInvalidStateOrAgentUnavailableError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `invalid_state`: the run is not in a state that allows this / `agent_unavailable`: the thread's agent is not registered any more or could not start.
+ * The `error` codes ThreadBusyOrInvalidStateOrAgentUnavailableError carries: `thread_busy`: the thread has a running or interrupted run or queued input, or its lock is held; retry after `Retry-After` s / `invalid_state`: the run is not in a state that allows this / `agent_unavailable`: the thread's agent is not registered any more, or cannot run now (an MCP server it uses does not answer: retried, `Retry-After` names the next attempt).
  * @typedef {("thread_busy" | "invalid_state" | "agent_unavailable")} ThreadBusyOrInvalidStateOrAgentUnavailableCode
  */
 
@@ -1266,7 +1273,7 @@ export function listThreads(config, args = {}, options = {}) {
 /**
  * PostMessage: POST /v1/threads/{thread_id}/messages (202)
  *
- * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`.
+ * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`. While the thread's agent cannot run (an MCP server it uses does not answer; it is retried), the message is refused with 409 `agent_unavailable` and `Retry-After` (the next attempt), and nothing is written.
  *
  * @param {ClientConfig} config
  * @param {{thread_id: string, body: PostMessageIn}} args
@@ -1278,7 +1285,7 @@ export function listThreads(config, args = {}, options = {}) {
  * @throws {ApiError} 404 not_found
  * @throws {ApiError} 405 method_not_allowed
  * @throws {ApiError} 408 request_timeout
- * @throws {ApiError} 409 thread_busy
+ * @throws {ApiError} 409 thread_busy / agent_unavailable
  * @throws {ApiError} 413 payload_too_large
  * @throws {ApiError} 422 idempotency_key_reused
  * @throws {ApiError} 429 rate_limited
@@ -1333,7 +1340,7 @@ export function ready(config, args = {}, options = {}) {
 /**
  * ResumeRun: POST /v1/runs/{run_id}/resume (200)
  *
- * Answer an interrupted run, one decision per pending tool call: approve, reject (optional message), edit (args, checked against the tool's schema: 422 validation_error), or respond (message returned as the tool's result; the tool does not run). A decision the interrupt does not allow is 400.
+ * Answer an interrupted run, one decision per pending tool call: approve, reject (optional message), edit (`edited_action: {name, args}` as on the LangGraph API, or `args`; the arguments are checked against the tool's schema: 422 validation_error), or respond (message returned as the tool's result; the tool does not run). A decision the interrupt does not allow is 400.
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, body: ResumeIn}} args

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 
-from app.agents.retrieval import ResultItem, read_results
-from app.agents.tool_names import RETRIEVAL_TOOLS
-from app.agents.workdir import OffloadRecord
+from app.compression.retrieval import ResultItem, read_results
+from app.compression.tool_names import RETRIEVAL_TOOLS
+from app.compression.workdir import OffloadRecord
 
 #: Characters suggested per ``read_workdir_file`` call in the header.
 READ_CHUNK_CHARS = 20_000

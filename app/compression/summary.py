@@ -5,7 +5,7 @@ The algorithm, in named steps, cheapest and least lossy first:
 1. ``measure``: count the request (system prompt + tool schemas + messages) in the provider's
    measure; below the threshold: send as is;
 2. ``offload_pass``: offload large tool results to the Workdir and show a preview instead
-   (``app.agents.offload``; no model call, nothing lost). Cache-aware order: results the model
+   (``app.compression.offload``; no model call, nothing lost). Cache-aware order: results the model
    was never sent go first (the cached prefix stays intact); if a rewrite of the sent part is
    needed, every large result goes in that one step. Once compacted, new large results arrive
    as previews (append-only view);
@@ -16,7 +16,7 @@ The algorithm, in named steps, cheapest and least lossy first:
    segment right after it (cached prefix kept, ``plan_segment``), until the segments would
    exceed ``summary_max_tokens`` and are folded into one in the same summarizer call. The kept
    part is capped (``keep_budget``) so the summary and one more turn fit under the threshold
-   (``app.agents.budget``); a view still over it then holds only the current turn, and the
+   (``app.compression.budget``); a view still over it then holds only the current turn, and the
    outcome says ``turn_alone_exceeds`` instead of summarizing again;
 5. ``SummaryMiddleware._overflow_retry``: a provider context-overflow error forces steps 2-4
    and one retry with a strictly smaller request.
@@ -26,8 +26,8 @@ each rule is unit-testable without a database; ``ContextCompressor`` chains them
 the middleware (automatic path) and the manual compression service. Input messages are never
 mutated: changed messages are copies keeping their ids, so the add_messages reducer replaces
 them in the graph state (the full record in the ``messages`` table is not ours to change).
-The summary message's vocabulary is in ``app.agents.summary_messages``, token counting and
-provider calibration in ``app.agents.tokens``.
+The summary message's vocabulary is in ``app.compression.summary_messages``, token counting and
+provider calibration in ``app.compression.tokens``.
 """
 
 from __future__ import annotations
@@ -46,29 +46,29 @@ from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langgraph.types import Command
 
 from app import telemetry
-from app.agents.budget import Budget, summary_reserve, turn_room
-from app.agents.cuts import plan_segment, plan_summary
-from app.agents.offload import (
+from app.compression.budget import Budget, summary_reserve, turn_room
+from app.compression.cuts import plan_segment, plan_summary
+from app.compression.offload import (
     DEFAULT_PROTECTED_TOOLS,
     Offloader,
     keep_originals,
     offload_pass,
 )
-from app.agents.outcome import (
+from app.compression.outcome import (
     TURN_ALONE_EXCEEDS,
     CompressionOutcome,
     compression_event,
     merge_outcomes,
     state_update,
 )
-from app.agents.overflow import is_context_overflow
-from app.agents.summarizers import Summarizer, SummaryError, call_summarizer
-from app.agents.summary_messages import (
+from app.compression.overflow import is_context_overflow
+from app.compression.summarizers import Summarizer, SummaryError, call_summarizer
+from app.compression.summary_messages import (
     build_summary_message,
     summarized_count,
     summary_head,
 )
-from app.agents.tokens import (
+from app.compression.tokens import (
     Measurement,
     TokenCounter,
     measure,
@@ -77,7 +77,7 @@ from app.agents.tokens import (
     stamp_request_tokens,
     traced_model_call,
 )
-from app.agents.workdir import INDEX_PATH, Workdir
+from app.compression.workdir import INDEX_PATH, Workdir
 from app.config import CompressionSettings
 from app.domain.errors import NothingToCompress, WorkdirUnavailable
 

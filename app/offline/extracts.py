@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from app.agents.previews import preview_result_ids
+from app.compression.previews import preview_result_ids
 
 MAX_SENTENCE_CHARS = 400
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+")

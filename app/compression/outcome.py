@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from app import metrics
-from app.agents.workdir import OffloadRecord
+from app.compression.workdir import OffloadRecord
 
 #: The named outcome of a compression that could not get the view below the threshold because
 #: the current turn (kept verbatim, always) does not fit by itself: said, never looped on.

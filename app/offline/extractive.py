@@ -4,7 +4,7 @@ Why: Threadkeeper must run (and be tested end to end) with no LLM endpoint. This
 pretend to be a language model: it *extracts*. It asks ``query_kb`` for every user turn and
 answers with the most relevant sentences of the results, citing ``[kb:<id>]``. Same input, same
 output, always. Its summarizing counterpart is ``ExtractiveSummarizer``
-(``app.agents.summarizers``).
+(``app.compression.summarizers``).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from app.agents.extracts import dedupe, first_sentence, preview_ids, sentences, short
-from app.agents.message_memo import MessageMemo
-from app.agents.messages import marker, message_text, offload_info
-from app.agents.retrieval import read_results
-from app.agents.terms import terms as _terms
-from app.agents.tokens import count_tokens, count_tokens_cached
-from app.agents.tool_names import QUERY_KB, SEARCH_WORKDIR
+from app.compression.message_memo import MessageMemo
+from app.compression.messages import marker, message_text, offload_info
+from app.compression.retrieval import read_results
+from app.compression.terms import terms as _terms
+from app.compression.tokens import count_tokens, count_tokens_cached
+from app.compression.tool_names import QUERY_KB, SEARCH_WORKDIR
+from app.offline.extracts import dedupe, first_sentence, preview_ids, sentences, short
 
 __all__ = ["ExtractiveChatModel"]
 
@@ -298,7 +298,8 @@ class ExtractiveChatModel(BaseChatModel):
 
     @staticmethod
     def _question(messages: Sequence[BaseMessage], tool_message: ToolMessage | None) -> str:
-        """The last user turn, plus the query the tool was called with."""
+        """The last user turn, plus the query the tool was called with when it differs (the
+        offline model looks the turn itself up: quoted twice, the answer repeated it)."""
         parts: list[str] = []
         for previous in reversed(messages):
             if isinstance(previous, HumanMessage):
@@ -310,7 +311,7 @@ class ExtractiveChatModel(BaseChatModel):
                     for call in previous.tool_calls:
                         if call.get("id") == tool_message.tool_call_id:
                             parts.extend(str(v) for v in call["args"].values())
-        return " ".join(parts)
+        return " ".join(dedupe([" ".join(p.split()) for p in parts]))
 
     def _answer_from_kb(self, message: ToolMessage, messages: Sequence[BaseMessage]) -> str:
         question = self._question(messages, message)

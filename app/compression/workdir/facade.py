@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.agents.retrieval import searchable_text
-from app.agents.storable import storable_text
-from app.agents.terms import terms
-from app.agents.workdir.base import (
+from app.compression.retrieval import searchable_text
+from app.compression.storable import storable_text, storable_value
+from app.compression.terms import terms
+from app.compression.workdir.base import (
     INDEX_PATH,
     TOOL_RESULTS_DIR,
     OffloadRecord,
@@ -36,14 +36,18 @@ from app.agents.workdir.base import (
     check_relpath,
     safe_name,
 )
-from app.agents.workdir.base import thread_key as _thread_key
-from app.agents.workdir.index import IndexItem, MemoryIndex, WorkdirIndex
-from app.agents.workdir.local import LocalStore
+from app.compression.workdir.base import thread_key as _thread_key
+from app.compression.workdir.index import IndexItem, MemoryIndex, WorkdirIndex
+from app.compression.workdir.local import LocalStore
 
 
-def _index_terms(text: str) -> set[str]:
-    """The terms an original is found by (of a result list, not the query it echoes)."""
-    return terms(searchable_text(text))
+def _index_item(path: str, sha256: str, entry: Mapping[str, object], text: str) -> IndexItem:
+    """One index row of an original: its entry and the terms it is found by (of a result
+    list, not the query it echoes), as storable as the original itself. A result list's JSON
+    may escape NUL or half an emoji (``\\u0000``); parsed for ids, titles and terms they
+    become text PostgreSQL refuses, and one such row used to fail the whole batch."""
+    found = {storable_text(t) for t in terms(searchable_text(text))}
+    return path, sha256, storable_value(dict(entry)), {t for t in found if t}
 
 
 @dataclass(slots=True)
@@ -134,11 +138,7 @@ class Workdir:
                 **index,
             }
             await self.index.add(
-                self.thread_key(thread_id),
-                record.path,
-                record.sha256,
-                entry,
-                _index_terms(text),
+                self.thread_key(thread_id), *_index_item(record.path, record.sha256, entry, text)
             )
         return record
 
@@ -175,12 +175,7 @@ class Workdir:
                     **result.index,
                 }
                 if record.path not in rows:
-                    rows[record.path] = (
-                        record.path,
-                        record.sha256,
-                        entry,
-                        _index_terms(text),
-                    )
+                    rows[record.path] = _index_item(record.path, record.sha256, entry, text)
                 indexed.append(i)
         if rows:
             try:
@@ -271,10 +266,7 @@ class Workdir:
                 continue
             await self.index.add(
                 self.thread_key(thread_id),
-                entry["path"],
-                sha,
-                {**entry, "sha256": sha},
-                _index_terms(text),
+                *_index_item(entry["path"], sha, {**entry, "sha256": sha}, text),
             )
         return listed
 

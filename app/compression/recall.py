@@ -19,9 +19,9 @@ from typing import Any
 
 import structlog
 
-from app.agents.retrieval import found_nothing, identity_of, result_identities
-from app.agents.terms import terms
-from app.agents.workdir import Workdir, WorkdirError, WorkdirIntegrityError, WorkdirPathError
+from app.compression.retrieval import found_nothing, identity_of, result_identities
+from app.compression.terms import terms
+from app.compression.workdir import Workdir, WorkdirError, WorkdirIntegrityError, WorkdirPathError
 
 log = structlog.get_logger(__name__)
 

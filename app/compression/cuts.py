@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from app.agents.summary_messages import (
+from app.compression.summary_messages import (
     is_offloaded,
     is_summary_message,
     stacked_summary_text,
     summary_head,
     summary_text_of,
 )
-from app.agents.tokens import TokenCounter
+from app.compression.tokens import TokenCounter
 
 
 def is_compacted(sent: Sequence[BaseMessage], fresh: Sequence[BaseMessage]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.agents.workdir.base import (
+from app.compression.workdir.base import (
     CHUNK_BYTES,
     INDEX_PATH,
     MAX_PATH_CHARS,
@@ -30,10 +30,10 @@ from app.agents.workdir.base import (
     check_relpath,
     safe_name,
 )
-from app.agents.workdir.facade import Workdir, WorkdirStream
-from app.agents.workdir.index import MemoryIndex, PgIndex, WorkdirIndex, WorkdirIndexError
-from app.agents.workdir.local import LocalStore
-from app.agents.workdir.s3 import S3Store, deprecated_s3_config
+from app.compression.workdir.facade import Workdir, WorkdirStream
+from app.compression.workdir.index import MemoryIndex, PgIndex, WorkdirIndex, WorkdirIndexError
+from app.compression.workdir.local import LocalStore
+from app.compression.workdir.s3 import S3Store, deprecated_s3_config
 
 if TYPE_CHECKING:
     from app.config import WorkdirSettings

@@ -19,9 +19,9 @@ from typing import Any
 
 from langchain_core.messages import SystemMessage
 
-from app.agents.cuts import SUMMARY_SEGMENTS
-from app.agents.summary_messages import build_summary_message, index_note
-from app.agents.tokens import TokenCounter
+from app.compression.cuts import SUMMARY_SEGMENTS
+from app.compression.summary_messages import build_summary_message, index_note
+from app.compression.tokens import TokenCounter
 from app.config import CompressionSettings
 
 #: A turn, besides one tool result below the offload size: the user's message and the model's

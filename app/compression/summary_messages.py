@@ -17,8 +17,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from app.agents.messages import MARKER, marker
-from app.agents.workdir import INDEX_PATH
+from app.compression.messages import MARKER, marker
+from app.compression.workdir import INDEX_PATH
 
 SUMMARY_NAME = "context_summary"
 SUMMARY_HEADER = "Summary of earlier conversation:"

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agents.workdir.base import WorkdirError
+from app.compression.workdir.base import WorkdirError
 from app.repositories.workdir_index import IndexRow, WorkdirIndexRepository, lexemes
 
 #: One entry of a batch: (path, sha256, entry, terms).

@@ -18,7 +18,7 @@ from typing import Any, cast
 import obstore
 from obstore.store import S3Store as _ObstoreS3
 
-from app.agents.workdir.base import (
+from app.compression.workdir.base import (
     CHUNK_BYTES,
     PutItem,
     PutOutcome,

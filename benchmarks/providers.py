@@ -414,7 +414,7 @@ async def langgraph(phase: Phase, seconds: float, drain: float, logs: Path) -> F
 
 # --- report ----------------------------------------------------------------------------------------
 HEADER = (
-    f"{'phase':<26}{'runtime':<14}{'turns/s':>8}{'ideal':>7}{'of ideal':>9}{'added p50':>10}"
+    f"{'phase':<31}{'runtime':<14}{'turns/s':>8}{'ideal':>7}{'of ideal':>9}{'added p50':>10}"
     f"{'added p99':>10}{'PG conns':>9}{'RSS MB':>8}{'CPU ms/turn':>12}{'failed':>8}"
     f"{'unfinished':>11}{'retries':>8}"
 )
@@ -423,7 +423,7 @@ HEADER = (
 def row(phase: Phase, runtime: str, f: Figures) -> str:
     conns = "n/a" if f.pg_connections is None else str(f.pg_connections)
     return (
-        f"{phase.name:<26}{runtime:<14}{f.turns_per_second:>8.1f}{phase.ideal:>7.0f}"
+        f"{phase.name:<31}{runtime:<14}{f.turns_per_second:>8.1f}{phase.ideal:>7.0f}"
         f"{f.turns_per_second / phase.ideal:>9.0%}{f.added_p50_ms:>8.0f}ms{f.added_p99_ms:>8.0f}ms"
         f"{conns:>9}{f.rss_mb:>8.0f}{f.cpu_ms_per_turn:>12.1f}{f.failed:>8}{f.unfinished:>11}"
         f"{f.provider.get('retries', 0):>8}"
@@ -440,7 +440,7 @@ def report(results: list[tuple[Phase, Figures | None, Figures | None]]) -> None:
             print(row(phase, "langgraph", lg))
         if tk is not None and lg is not None and lg.turns_per_second:
             print(
-                f"{'':<26}{'ratio':<14}x{tk.turns_per_second / lg.turns_per_second:.2f} turns/s"
+                f"{'':<31}{'ratio':<14}x{tk.turns_per_second / lg.turns_per_second:.2f} turns/s"
                 f" (Threadkeeper / LangGraph)"
             )
     for phase, tk, lg in results:

@@ -236,8 +236,14 @@ class WorkerSettings(_Group, frozen=True, kw_only=True):
     worker_poll_seconds: float = 0.5
     #: ... and while the listener is up (NOTIFY wakes the worker): a rare, cheap safety net.
     worker_idle_poll_seconds: float = 10.0
-    #: Runs executed at once by one worker process (each on a different thread).
-    worker_concurrency: int = 4
+    #: Most runs one worker process holds at once (each on a different thread). Runs mostly
+    #: wait on their provider, so this is high; ``worker_max_loop_lag_ms`` decides how many the
+    #: worker takes on in fact.
+    worker_concurrency: int = 500
+    #: Admission control: while the worker's event loop runs this late (smoothed), it claims no
+    #: new run (the ones it holds go on; queued input waits in PostgreSQL or goes to another
+    #: worker). 0: only ``worker_concurrency`` limits.
+    worker_max_loop_lag_ms: float = 250.0
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 5.0
     #: On SIGTERM: seconds a worker lets running turns finish before handing the rest over.
@@ -260,7 +266,9 @@ class WorkerSettings(_Group, frozen=True, kw_only=True):
             "delta_flush_ms",
             "delta_flush_chars",
         )
-        self._require("run_events_retention_seconds", "drain_seconds", strict=False)
+        self._require(
+            "run_events_retention_seconds", "drain_seconds", "worker_max_loop_lag_ms", strict=False
+        )
         if self.heartbeat_seconds >= self.lease_seconds:
             raise ValueError(
                 "THREADKEEPER_HEARTBEAT_SECONDS must be below THREADKEEPER_LEASE_SECONDS"
@@ -275,6 +283,19 @@ class ModelSettings(_Group, frozen=True, kw_only=True):
     llm_timeout_seconds: float = 60.0
     #: Summarizer model; empty means "same endpoint and model as the agent".
     summary_model: str = ""
+    #: A model call that fails transiently (connection error or timeout, 429, 5xx, "overloaded")
+    #: is tried again this many times (after the provider's Retry-After, else exponential
+    #: backoff with jitter), waiting at most ``llm_retry_max_wait_seconds`` in all; a run makes
+    #: at most ``llm_run_max_retries`` retries over all its calls. 400/401/404 and context
+    #: overflows are never retried.
+    llm_max_retries: int = 4
+    llm_retry_max_wait_seconds: float = 60.0
+    llm_run_max_retries: int = 12
+
+    def __post_init__(self) -> None:
+        self._require(
+            "llm_max_retries", "llm_retry_max_wait_seconds", "llm_run_max_retries", strict=False
+        )
 
 
 class AgentSettings(_Group, frozen=True, kw_only=True):

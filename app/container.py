@@ -45,6 +45,7 @@ from app.services.run_feed import RunFeed
 from app.services.runs import RunService
 from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
+from app.worker.admission import pools_pressed
 from app.worker.engine import RunWorker
 from app.worker.notifier import RunEventNotifier
 
@@ -191,8 +192,8 @@ async def build_container(
         sessions=sessions,
         engine=engine,
         agents=agents,
-        max_concurrent_runs=settings.worker.worker_concurrency,
     )
+    worker.admission.pressed = pools_pressed(engine, pool)
     notifier = RunEventNotifier(
         libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None
     )

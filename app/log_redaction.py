@@ -99,9 +99,16 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+#: Environment variables whose values are secrets by their name: provider keys read by
+#: LangChain's integrations themselves (``OPENAI_API_KEY``...), and the variables an agents file
+#: names in ``api_key_env`` (they hold keys).
+_SECRET_NAME = re.compile(r"(?i)(API_KEY|_KEY|_TOKEN|_SECRET|_PASSWORD)$")
+
+
 def secrets_of(settings: Settings) -> list[str]:
     """The configured values that must never be logged."""
     found = [
+        *(v for k, v in os.environ.items() if _SECRET_NAME.search(k)),
         *settings.auth.api_key_map(),
         settings.models.llm_api_key,
         settings.web_search.web_search_api_key,

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
@@ -61,6 +68,43 @@ RUNS_FINISHED = Counter(
 )
 for _status in ("completed", "failed", "cancelled"):
     RUNS_FINISHED.labels(_status)  # every series exists from the start, at 0
+PROVIDER_RETRIES = Counter(
+    "threadkeeper_provider_retries",
+    "Model calls tried again after a transient provider failure, by kind (rate_limited, "
+    "server_error, connection).",
+    ["kind"],
+)
+PROVIDER_GIVE_UPS = Counter(
+    "threadkeeper_provider_give_ups",
+    "Model calls given up after transient failures (per-call or per-run bound reached), by kind.",
+    ["kind"],
+)
+for _kind in ("rate_limited", "server_error", "connection"):
+    PROVIDER_RETRIES.labels(_kind)
+    PROVIDER_GIVE_UPS.labels(_kind)
+PROVIDER_RETRY_WAIT = Histogram(
+    "threadkeeper_provider_retry_wait_seconds",
+    "Waits before a model call's next attempt (Retry-After, or backoff with jitter).",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 60),
+)
+MODEL_SLOT_WAIT = Histogram(
+    "threadkeeper_model_slot_wait_seconds",
+    "Waits for a free slot of a model's max_concurrency before calling it.",
+    buckets=(0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30),
+)
+WORKER_RUNS = Gauge(
+    "threadkeeper_worker_runs",
+    "Runs this process's worker holds now (claimed, not finished).",
+)
+LOOP_LAG = Gauge(
+    "threadkeeper_worker_loop_lag_seconds",
+    "How late this worker's event loop runs (smoothed); over THREADKEEPER_WORKER_MAX_LOOP_LAG_MS "
+    "the worker claims no new run.",
+)
+ADMISSION_HELD = Counter(
+    "threadkeeper_worker_admission_held",
+    "Times this worker stopped claiming runs because its event loop lagged.",
+)
 RATE_LIMITED = Counter(
     "threadkeeper_rate_limited",
     "Requests refused with 429 rate_limited.",

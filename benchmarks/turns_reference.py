@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import ROOT
 from benchmarks.service import READY_SECONDS
@@ -111,6 +112,20 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+async def reference_ready(client: Any, proc: subprocess.Popen[bytes]) -> bool:
+    """Wait until ``langgraph dev`` answers (False, said on stderr, if it never does)."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        try:
+            await client.assistants.search(limit=1)
+            return True
+        except Exception:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                print("langgraph reference: the server did not start", file=sys.stderr)
+                return False
+            await asyncio.sleep(0.3)
+
+
 async def reference(thread_counts: list[int], seconds: float, logs: Path) -> dict[int, Capacity]:
     from langgraph_sdk import get_client
 
@@ -120,16 +135,8 @@ async def reference(thread_counts: list[int], seconds: float, logs: Path) -> dic
     out: dict[int, Capacity] = {}
     with reference_server(langgraph, logs) as (base, proc):
         client = get_client(url=base, api_key=None)
-        deadline = time.monotonic() + READY_SECONDS
-        while True:
-            try:
-                await client.assistants.search(limit=1)
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    print("langgraph reference: the server did not start", file=sys.stderr)
-                    return {}
-                await asyncio.sleep(0.3)
+        if not await reference_ready(client, proc):
+            return {}
         for count in thread_counts:
             threads = [str((await client.threads.create())["thread_id"]) for _ in range(count)]
 

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.info import AgentInfo, agent_info
 from app.agents.mcp import McpServer, McpUnavailable
-from app.agents.models import agent_model, agent_summarizer
+from app.agents.models import agent_model, agent_summarizer, model_name, resilience
 from app.agents.recovery import Recovery
 from app.agents.registry import AgentRegistry
 from app.agents.spec import AgentsFileError, AgentSpec, budget_of, load_agent_specs
@@ -91,6 +91,8 @@ async def build_registry(
         )
         runtime = build_agent_runtime(
             model=model or agent_model(spec, settings),
+            provider_middleware=resilience(spec, settings),
+            model_name="" if model else model_name(spec.model, settings),
             tools=tools,
             compressor=compressor,
             system_prompt=system_prompt,
@@ -134,6 +136,7 @@ def preflight(settings: Settings) -> list[AgentSpec]:
     for spec in specs:
         budget = budget_of(spec, settings)
         agent_model(spec, settings)
+        resilience(spec, settings)
         agent_summarizer(spec, settings, budget)
         tools = static_tools(spec, settings, no_search, workdir)
         system = spec.system_prompt or settings.agent.system_prompt

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from app.agents.context import AgentContext
 from app.agents.middlewares.boundary import BoundaryMiddleware
+from app.agents.provider_errors import endpoint_of
 from app.agents.tools import tool_error_content
 from app.compression.summary import ContextCompressor, SummaryMiddleware
 from app.domain.agents import DEFAULT_AGENT_ID
@@ -33,6 +35,10 @@ class AgentRuntime:
     recursion_limit: int = 40
     #: The registered agent this runtime is (``app.agents.registry``).
     agent_id: str = DEFAULT_AGENT_ID
+    #: The model it calls (``provider:model``) and where (``host:port``; None: offline), for
+    #: the server log of a failed run.
+    model_name: str = ""
+    endpoint: str | None = None
 
     def config_for(self, thread_id: uuid.UUID | str) -> RunnableConfig:
         return {
@@ -51,6 +57,8 @@ def build_agent_runtime(
     approval_tools: frozenset[str] = frozenset(),
     recursion_limit: int = 40,
     agent_id: str = DEFAULT_AGENT_ID,
+    provider_middleware: Sequence[Any] = (),
+    model_name: str = "",
 ) -> AgentRuntime:
     middleware: list[Any] = [SummaryMiddleware(compressor)]
     gated: dict[str, Any] = {
@@ -61,6 +69,10 @@ def build_agent_runtime(
     # A tool that raises answers the model with an error ToolMessage (sanitized);
     # interrupts and other graph signals still propagate.
     middleware.append(ToolErrorMiddleware(on_error=tool_error_content))
+    # Fallback models and transient-failure retries (app/agents/resilience.py): inside the
+    # summary middleware, so a context overflow still reaches it, and outside the boundary, so
+    # every attempt sends the request as finally built.
+    middleware.extend(provider_middleware)
     # Nearest the model and the tools (last = innermost): the request as finally sent has every
     # tool call answered, and what comes back is storable before the summary middleware, the
     # checkpoint or the worker see it.
@@ -82,4 +94,6 @@ def build_agent_runtime(
         tools=tools,
         recursion_limit=recursion_limit,
         agent_id=agent_id,
+        model_name=model_name or str(getattr(model, "model_name", "") or type(model).__name__),
+        endpoint=endpoint_of(model),
     )

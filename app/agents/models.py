@@ -13,6 +13,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from app.agents.lean_openai import lean
+from app.agents.resilience import provider_middleware
 from app.agents.spec import OFFLINE, AgentsFileError, AgentSpec
 from app.compression.summarizers import Summarizer, llm_summarizer
 from app.config import CompressionSettings, ModelSettings, Settings
@@ -27,7 +29,9 @@ __all__ = [
     "init_provider_model",
     "is_offline",
     "model_name",
+    "provider_model",
     "provider_models",
+    "resilience",
 ]
 
 
@@ -49,7 +53,7 @@ def agent_model(spec: AgentSpec, settings: Settings) -> BaseChatModel:
         return ExtractiveChatModel(kb_tool_name=spec.offline_lookup_tool)
     if not spec.model:
         return build_chat_model(settings.models)
-    return _provider_model(spec, spec.model, settings)
+    return provider_model(spec, spec.model, settings)
 
 
 def agent_summarizer(
@@ -61,7 +65,7 @@ def agent_summarizer(
         return ExtractiveSummarizer()
     if not which:
         return build_summarizer(settings.models, budget)  # today's: THREADKEEPER_SUMMARY_MODEL
-    return llm_summarizer(_provider_model(spec, which, settings), budget)
+    return llm_summarizer(provider_model(spec, which, settings), budget)
 
 
 def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tuple[str, ...], Any]]:
@@ -73,7 +77,7 @@ def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tupl
             continue
         if which:
             key = (which, spec.base_url, spec.api_key_env)
-            found[role] = key, _provider_model(spec, which, settings)
+            found[role] = key, provider_model(spec, which, settings)
         else:  # the THREADKEEPER_LLM_* endpoint (a summarizer may name its own model there)
             m = settings.models
             model = m.llm_model if role == "model" else (m.summary_model or m.llm_model)
@@ -85,21 +89,24 @@ def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tupl
 def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> BaseChatModel:
     """``ChatOpenAI`` against ``llm_base_url`` when configured, else ``ExtractiveChatModel``.
 
-    ``max_retries=0``: retries and overflow recovery are ours (the summary middleware), and a
-    silent client retry would hide a 400 overflow or double a slow call. ``stream_usage=True``
-    so streamed runs still report token usage.
+    ``max_retries=0``: retries are ours (app/agents/middlewares/provider_retry.py: bounded per
+    run, reported in the run's events), and so is overflow recovery (the summary middleware).
+    ``stream_usage=True`` so streamed runs still report token usage. ``lean``: without the
+    openai SDK's per-call typing (app/agents/lean_openai.py).
     """
     if is_offline("", settings):
         return ExtractiveChatModel()
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key or "not-needed",  # type: ignore[arg-type]
-        model=model or settings.llm_model,
-        timeout=settings.llm_timeout_seconds,
-        max_retries=0,
-        stream_usage=True,
+    return lean(
+        ChatOpenAI(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key or "not-needed",  # type: ignore[arg-type]
+            model=model or settings.llm_model,
+            timeout=settings.llm_timeout_seconds,
+            max_retries=0,
+            stream_usage=True,
+        )
     )
 
 
@@ -128,7 +135,7 @@ def init_provider_model(
         kwargs["api_key"] = api_key
     if spec.startswith("openai:"):
         kwargs["stream_usage"] = True
-    return init_chat_model(spec, **kwargs)
+    return lean(init_chat_model(spec, **kwargs))
 
 
 def _api_key(spec: AgentSpec) -> str | None:
@@ -143,7 +150,9 @@ def _api_key(spec: AgentSpec) -> str | None:
     return value
 
 
-def _provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChatModel:
+def provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChatModel:
+    """An agents-file model (``which``: its model, a fallback or its summarizer) with the
+    agent's base URL and key; ``AgentsFileError`` naming the field when it cannot be built."""
     try:
         return init_provider_model(
             which,
@@ -154,8 +163,15 @@ def _provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChat
     except AgentsFileError:
         raise
     except Exception as exc:  # unknown provider, its package missing, bad arguments
-        field = "model" if which == spec.model else "summarizer"
+        roles = {**dict.fromkeys(spec.fallback_models, "fallback_models"), spec.model: "model"}
+        field = roles.get(which, "summarizer")
         raise AgentsFileError(
             f"agent {spec.id!r}: field '{field}': {which!r} cannot be built "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
         ) from exc
+
+
+def resilience(spec: AgentSpec, settings: Settings) -> list[Any]:
+    """The agent's fallback models and transient-failure retries (``app.agents.resilience``)."""
+    fallbacks = [provider_model(spec, which, settings) for which in spec.fallback_models]
+    return provider_middleware(spec, settings, model_name(spec.model, settings), fallbacks)

@@ -84,6 +84,13 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     base_url: str = ""
     #: Name of the environment variable holding the model's API key (never the key itself).
     api_key_env: str = ""
+    #: Models tried in order when ``model`` fails for good (after its retries), each
+    #: ``provider:model`` with the agent's ``base_url`` and key (LangChain's
+    #: ``ModelFallbackMiddleware``); a context overflow is summarized instead.
+    fallback_models: list[str] = []
+    #: Most calls to each of the agent's models in flight at once from one process (a worker
+    #: waits for a free slot); unset: no cap.
+    max_concurrency: int | None = None
     #: Summarizer model, same forms as ``model``; empty: the agent's model.
     summarizer: str = ""
     #: Empty: ``THREADKEEPER_SYSTEM_PROMPT``.
@@ -276,6 +283,11 @@ def check_spec(spec: AgentSpec, settings: Settings, *, base: Path | None = None)
         value = getattr(spec, field)
         if value and value != OFFLINE and not _PROVIDER_MODEL.fullmatch(value):
             raise bad(field, f"{value!r} is not 'offline' or provider:model")
+    for value in spec.fallback_models:
+        if not _PROVIDER_MODEL.fullmatch(value):
+            raise bad("fallback_models", f"{value!r} is not provider:model")
+    if spec.max_concurrency is not None and spec.max_concurrency < 1:
+        raise bad("max_concurrency", "must be >= 1")
     if spec.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", spec.api_key_env):
         raise bad("api_key_env", "must be the NAME of an environment variable, not a key")
     for name in spec.tools or ():

@@ -38,6 +38,7 @@ from app.domain.states import (
     CompressionReason,
     DecisionType,
     MessageRole,
+    ProviderRetryOutcome,
     RequestStatusName,
     RunErrorCode,
     RunEventStatus,
@@ -56,6 +57,7 @@ NAMED_ENUMS: dict[str, Any] = {
     "MessageRole": MessageRole,
     "DecisionType": DecisionType,
     "CompressionReason": CompressionReason,
+    "ProviderRetryOutcome": ProviderRetryOutcome,
     "StateMessageType": StateMessageType,
     "HealthStatus": None,  # HealthOut.status: filled from app.api.schemas (no domain meaning)
 }
@@ -67,6 +69,7 @@ RUN_EVENT_MEMBERS = {
     "delta": "DeltaEvent",
     "message": "MessageAddedEvent",
     "compression": "CompressionEvent",
+    "provider_retry": "ProviderRetryEvent",
 }
 STREAM_OPERATION = "StreamRunEvents"
 _REF = "#/components/schemas/"

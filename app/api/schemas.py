@@ -213,6 +213,14 @@ class RunOut(msgspec.Struct, kw_only=True):
     #: ``internal_error`` | ``lease_expired`` | ``worker_stopped`` | ``cancelled``; null unless
     #: the run failed or was cancelled.
     error_code: RunErrorCode | None = None
+    #: ``provider_error``: the HTTP status the model provider answered (401: a wrong key, 404: a
+    #: wrong model or base URL...), null when it could not be reached (refused, dropped, timed
+    #: out); else null.
+    provider_status: int | None = None
+    #: ``provider_error``: the provider's own error code (``invalid_api_key``,
+    #: ``model_not_found``, ``rate_limit_exceeded``...), never its free text; null when it gave
+    #: none.
+    provider_code: str | None = None
     #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun); else null.
     interrupt: HITLRequest | None = None
     input_tokens: int = 0

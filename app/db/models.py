@@ -211,6 +211,10 @@ class AgentRun(Base):
     error: Mapped[str | None] = mapped_column(Text)
     #: Stable reason: provider_error, context_overflow, database_unavailable, tool_error, ...
     error_code: Mapped[RunErrorCode | None] = mapped_column(String(50))
+    #: ``provider_error``: the HTTP status the provider answered (null: none, e.g. refused).
+    provider_status: Mapped[int | None] = mapped_column(Integer)
+    #: ``provider_error``: the provider's own error code (never its free text).
+    provider_code: Mapped[str | None] = mapped_column(String(64))
     input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -21,6 +21,7 @@ from app.domain.states import (
     CompressionReason,
     DecisionType,
     MessageRole,
+    ProviderRetryOutcome,
     RunErrorCode,
     RunEventStatus,
 )
@@ -28,10 +29,13 @@ from app.domain.states import (
 
 @dataclass(frozen=True, slots=True)
 class RunError:
-    """What a client is told about a failed or cancelled run: a stable code, a fixed message."""
+    """What a client is told about a failed or cancelled run: a stable code, a fixed message,
+    and for a provider's failure its HTTP status (None: no answer) and its own error code."""
 
     code: RunErrorCode
     message: str
+    provider_status: int | None = None
+    provider_code: str | None = None
 
 
 # --- interrupts: langchain's HITLRequest (HumanInTheLoopMiddleware) -----------------------------
@@ -74,6 +78,11 @@ class StatusEvent(msgspec.Struct, kw_only=True):
     #: A fixed, human-readable message for ``error_code``; null unless failed or cancelled.
     error: str | None = None
     error_code: RunErrorCode | None = None
+    #: ``provider_error``: the HTTP status the provider answered (null: no answer, e.g. a
+    #: refused connection) and its own error code (``invalid_api_key``, ``model_not_found``...,
+    #: never its free text); else null.
+    provider_status: int | None = None
+    provider_code: str | None = None
     #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun); else null.
     interrupt: HITLRequest | None = None
     #: The first ``running`` event: the request the run answers; else null.
@@ -81,6 +90,19 @@ class StatusEvent(msgspec.Struct, kw_only=True):
     #: ``running`` again without a worker: a draining worker released the run at a step
     #: boundary and another worker goes on from its last checkpoint.
     handoff: bool = False
+
+
+def failed_event(error: RunError) -> StatusEvent:
+    """The final ``status`` event of a run that failed with ``error``."""
+    return StatusEvent(
+        type="status",
+        status="failed",
+        final=True,
+        error=error.message,
+        error_code=error.code,
+        provider_status=error.provider_status,
+        provider_code=error.provider_code,
+    )
 
 
 class DeltaEvent(msgspec.Struct, kw_only=True):
@@ -122,8 +144,32 @@ class CompressionEvent(msgspec.Struct, kw_only=True):
     threshold: int | None = None
 
 
+class ProviderRetryEvent(msgspec.Struct, kw_only=True):
+    """A model call failed with a transient provider error (a connection error or timeout, 429,
+    5xx, "overloaded"): ``retrying`` after ``wait_seconds`` (the provider's ``Retry-After`` when
+    it gave one, else exponential backoff with jitter), or ``gave_up`` (the per-call or per-run
+    bound was reached: the next fallback model is tried, if the agent has one, else the run
+    fails). A 400, 401, 404 or a context overflow is never retried."""
+
+    type: Literal["provider_retry"]
+    outcome: ProviderRetryOutcome
+    #: The failed attempt: 1 for the call's first.
+    attempt: int
+    #: Seconds waited before the next attempt (0 when given up).
+    wait_seconds: float
+    #: The HTTP status the provider answered (null: no answer, e.g. a dropped connection).
+    provider_status: int | None = None
+    #: The provider's own error code (e.g. ``rate_limit_exceeded``), never its free text.
+    provider_code: str | None = None
+    #: The model called (``provider:model``).
+    model: str = ""
+    #: The failed attempt had already streamed text under this ``lc_id`` (``delta`` events):
+    #: that text is void; the next attempt streams its own. Null when none of it was sent.
+    discarded_lc_id: str | None = None
+
+
 #: Every event payload; each is documented as its own component schema.
-RunEventData = StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent
+RunEventData = StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent
 
 #: The payload struct of each row ``type``.
 EVENT_TYPES: dict[str, type[RunEventData]] = {
@@ -131,6 +177,7 @@ EVENT_TYPES: dict[str, type[RunEventData]] = {
     "delta": DeltaEvent,
     "message": MessageAddedEvent,
     "compression": CompressionEvent,
+    "provider_retry": ProviderRetryEvent,
 }
 
 

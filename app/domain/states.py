@@ -32,6 +32,8 @@ RunEventStatus = Literal["running", "interrupted", "resumed", "completed", "fail
 #: Why the model view was compressed: automatically (the threshold was reached, or the provider
 #: reported an overflow) or on request (CompressContext).
 CompressionReason = Literal["threshold", "overflow", "manual"]
+#: What became of a model call that a provider failed transiently (``ProviderRetryEvent``).
+ProviderRetryOutcome = Literal["retrying", "gave_up"]
 #: The answers ResumeRun takes for one pending tool call (langchain's ``DecisionType``).
 DecisionType = Literal["approve", "reject", "edit", "respond"]
 #: A message's type in the agent's model view (langchain's message types).

@@ -14,13 +14,14 @@ from app.db.run_events import (
     CompressionEvent,
     DeltaEvent,
     MessageAddedEvent,
+    ProviderRetryEvent,
     event_row,
 )
 
 #: LISTEN/NOTIFY channel that wakes event streams (see app/worker/notifier.py).
 RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
 #: The events a run's activity appends (its status events come with its status transitions).
-ActivityEvent = DeltaEvent | MessageAddedEvent | CompressionEvent
+ActivityEvent = DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent
 
 
 class RunEventRepository:

@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app import metrics
 from app.db.models import ACTIVE_RUN_SQL, ACTIVE_RUN_STATUSES, QUEUED_REQUEST_SQL, RunStatus
-from app.db.run_events import RunError, StatusEvent, event_row, hitl_request
+from app.db.run_events import RunError, StatusEvent, event_row, failed_event, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
 # Extend the lease of a run still the holder's and not asked to stop. (It begins as the
@@ -145,6 +145,9 @@ done AS (
         cancel_requested = r.cancel_requested OR cur.kind = 'cancel',
         error = CASE WHEN cur.kind = 'cancel' THEN :cancel_error ELSE :error END,
         error_code = CASE WHEN cur.kind = 'cancel' THEN :cancel_code ELSE :error_code END,
+        provider_status = CASE WHEN cur.kind = 'cancel' THEN NULL
+            ELSE CAST(:provider_status AS integer) END,
+        provider_code = CASE WHEN cur.kind = 'cancel' THEN NULL ELSE :provider_code END,
         interrupt = CASE WHEN cur.kind = 'cancel' THEN r.interrupt
             ELSE CAST(:interrupt AS jsonb) END,
         resume_payload = CASE WHEN cur.kind = 'cancel' THEN NULL ELSE r.resume_payload END,
@@ -206,8 +209,9 @@ _RELEASE = _guarded("release", (RunStatus.RUNNING,), "resume_payload = CAST(:pay
 _FAIL = _guarded(
     "fail",
     (RunStatus.RUNNING,),
-    "status = 'failed', error = :error, error_code = :error_code, interrupt = NULL, "
-    "finished_at = now()",
+    "status = 'failed', error = :error, error_code = :error_code, "
+    "provider_status = CAST(:provider_status AS integer), provider_code = :provider_code, "
+    "interrupt = NULL, finished_at = now()",
 )
 _CANCEL = _guarded(
     "cancel",
@@ -264,9 +268,7 @@ def _outcome(status: RunStatus, error: RunError | None, interrupt: Any) -> dict[
             "e": event,
         }
     assert status == RunStatus.FAILED and error is not None
-    event = StatusEvent(
-        type="status", status="failed", final=True, error=error.message, error_code=error.code
-    )
+    event = failed_event(error)
     return {
         "error": error.message,
         "error_code": error.code,
@@ -356,6 +358,8 @@ class RunLeaseStatements:
                     "status": status.value,
                     "error": values["error"],
                     "error_code": values["error_code"],
+                    "provider_status": error.provider_status if error else None,
+                    "provider_code": error.provider_code if error else None,
                     "interrupt": None if values["interrupt"] is None else json.dumps(interrupt),
                     "final": values["final"],
                     "event": _event_json(values["e"]),
@@ -386,11 +390,15 @@ class RunLeaseStatements:
 
     async def fail(self, run_id: uuid.UUID, error: RunError) -> None:
         """A running run ended without its holder's outcome (lease expired, worker stopped)."""
-        event = StatusEvent(
-            type="status", status="failed", final=True, error=error.message, error_code=error.code
-        )
         await self._guarded(
-            _FAIL, "fail", run_id, event, error=error.message, error_code=error.code
+            _FAIL,
+            "fail",
+            run_id,
+            failed_event(error),
+            error=error.message,
+            error_code=error.code,
+            provider_status=error.provider_status,
+            provider_code=error.provider_code,
         )
         metrics.record_run_finished(RunStatus.FAILED)
 

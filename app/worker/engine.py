@@ -22,6 +22,7 @@ from app.agents.registry import AgentRegistry
 from app.config import WorkerSettings
 from app.db.session import warm_checkouts
 from app.heartbeat import BeatFile
+from app.worker.admission import Admission
 from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.execution import DrainSignal, RunExecutor
 
@@ -37,7 +38,7 @@ class RunWorker:
         engine: AsyncEngine,
         agents: AgentRegistry,
         holder: str | None = None,
-        max_concurrent_runs: int = 4,
+        max_concurrent_runs: int | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -55,7 +56,13 @@ class RunWorker:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
-        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        #: Runs held at once: at most ``worker_concurrency``, and none more while the event
+        #: loop lags or the database pools are pressed (app/worker/admission.py; the container
+        #: sets ``admission.pressed``).
+        self.admission = Admission(
+            max_concurrent_runs or settings.worker_concurrency,
+            settings.worker_max_loop_lag_ms / 1000,
+        )
         #: The listener's "connected" flag (set by the container): while it is set, NOTIFY
         #: wakes this worker and the claim loop polls only every ``worker_idle_poll_seconds``.
         self.listening: asyncio.Event | None = None
@@ -88,6 +95,7 @@ class RunWorker:
         # that died in between fails that round, which is retried at the next (short) poll.
         with warm_checkouts():
             self._loop_task = asyncio.create_task(self._loop(), name="run-worker")
+        self.admission.start()
 
     async def stop(self) -> None:
         """Stop now: in-flight runs are released (see ``drain``) without a grace period."""
@@ -104,6 +112,7 @@ class RunWorker:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
+        await self.admission.stop()
         running = [t for t in self._runs.values() if not t.done()]
         had_runs = bool(running)
         if running and seconds > 0:
@@ -221,21 +230,24 @@ class RunWorker:
         return await self.claims.claim_resumable()
 
     async def _claim_and_spawn(self) -> bool:
-        if self._slots.locked():
+        if not self.admission.admits():
             return False
+        # Claims in a burst outrun the lag probe and the pools: yield once per claim, so both
+        # see the runs just started before the next one is taken.
+        await asyncio.sleep(0)
         claimed = await self._claim_resumable() or await self.claims.claim_next()
         if claimed is None:
             claimed = await self._claim_resumable()  # the look at the queue saw one
         if claimed is None:
             return False
-        await self._slots.acquire()
+        self.admission.taken()
         with warm_checkouts():  # the run's task and every task it starts (app/db/session.py)
             task = asyncio.create_task(self.executor.execute(claimed), name=f"run-{claimed.run_id}")
         self._runs[claimed.run_id] = task
 
         def _done(_: asyncio.Task[None], run_id: uuid.UUID = claimed.run_id) -> None:
             self._runs.pop(run_id, None)
-            self._slots.release()
+            self.admission.done()
             self._wake.set()
 
         task.add_done_callback(_done)

@@ -2,18 +2,22 @@
 
 Why: provider and database errors carry text the client must not see (a provider that echoes the
 API key, internal host names, SQL). The run's ``error`` / ``error_code`` and its SSE ``status``
-event carry only what is chosen here; the details go to the (redacted) server log, and for
-provider errors only their shape (status, type), since a provider's message is not ours to trust.
+event carry only what is chosen here, and for a provider's failure its HTTP status and its own
+error code (identifiers, never its text); the details go to the server log, redacted (the
+provider's message with every configured secret, bearer token and key masked).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-import httpx
-import openai
-from langchain_core.exceptions import ModelError
-
+from app.agents.provider_errors import (
+    is_provider_error,
+    provider_code,
+    provider_message,
+    provider_status,
+)
 from app.compression.overflow import is_context_overflow
 from app.db.errors import is_connection_error, raised_in_modules
 from app.db.run_events import RunError
@@ -30,7 +34,9 @@ DATABASE_UNAVAILABLE = RunError(
 )
 TOOL_ERROR = RunError("tool_error", "A tool failed while the run was in progress.")
 PROVIDER_ERROR = RunError(
-    "provider_error", "The model provider returned an error; the server log has the details."
+    "provider_error",
+    "The model provider returned an error or could not be reached (provider_status and "
+    "provider_code say which; the server log has the details).",
 )
 INTERNAL_ERROR = RunError("internal_error", "Internal error; the server log has the details.")
 LEASE_EXPIRED = RunError("lease_expired", "lease expired: the worker running it stopped responding")
@@ -43,10 +49,6 @@ AGENT_UNAVAILABLE = RunError(
 )
 
 
-def _is_provider_error(exc: BaseException) -> bool:
-    return isinstance(exc, (openai.APIError, ModelError, httpx.HTTPError))
-
-
 def classify_run_error(exc: BaseException) -> RunError:
     """The sanitized error of a failed run (first match: overflow, database, tool, provider)."""
     if is_context_overflow(exc):
@@ -55,19 +57,22 @@ def classify_run_error(exc: BaseException) -> RunError:
         return DATABASE_UNAVAILABLE
     if raised_in_modules(exc.__traceback__, _TOOL_MODULES):
         return TOOL_ERROR
-    if _is_provider_error(exc) or isinstance(exc.__cause__, (openai.APIError, ModelError)):
-        return PROVIDER_ERROR
+    if is_provider_error(exc):
+        return dataclasses.replace(
+            PROVIDER_ERROR, provider_status=provider_status(exc), provider_code=provider_code(exc)
+        )
     return INTERNAL_ERROR
 
 
 def error_log_fields(exc: BaseException) -> dict[str, Any]:
-    """Fields to log about ``exc``: a provider error by its shape only (status, type, code),
-    anything else in full (the log redaction processor still masks secrets in it).
-    A provider's message can echo the API key or name internal hosts: it is not logged."""
-    if _is_provider_error(exc):
-        fields: dict[str, Any] = {"error_type": type(exc).__name__}
-        status = getattr(exc, "status_code", None)
-        if isinstance(status, int):
-            fields["provider_status"] = status
-        return fields
+    """Fields to log about ``exc``: a provider error by its status, code and message (the log's
+    redaction masks the key, bearer tokens and every configured secret in it, even when the
+    provider echoes them), anything else in full (redacted the same way)."""
+    if is_provider_error(exc):
+        return {
+            "error_type": type(exc).__name__,
+            "provider_status": provider_status(exc),
+            "provider_code": provider_code(exc),
+            "provider_message": provider_message(exc),
+        }
     return {"error": repr(exc)[:2000]}

@@ -24,7 +24,7 @@ from app.compression.messages import message_text
 from app.config import WorkerSettings
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
-from app.db.run_events import RunError
+from app.db.run_events import DeltaEvent, ProviderRetryEvent, RunError
 from app.db.session import autocommit
 from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
@@ -42,6 +42,28 @@ log = structlog.get_logger(__name__)
 
 class HandedOff(Exception):
     """The worker is draining: the run stopped at a step boundary and goes to another worker."""
+
+
+class StreamedAttempt:
+    """The streamed text of the model call in progress: its messages' ids (``ids``), and of all
+    the run's, the ids whose deltas were written (``sent``), so a failed attempt's can be
+    withdrawn."""
+
+    def __init__(self, sent: set[str | None] | None = None) -> None:
+        self.ids: set[str | None] = set()
+        self.sent: set[str | None] = sent if sent is not None else set()
+
+    def note_sent(self, events: list[ActivityEvent]) -> None:
+        self.sent.update(e.lc_id for e in events if isinstance(e, DeltaEvent))
+
+    def withdraw(self, deltas: DeltaBuffer, pending: list[ActivityEvent]) -> str | None:
+        """Drop this attempt's unsent text (buffered, or drained into ``pending``); the id of
+        its text already sent, if any. The next attempt starts afresh."""
+        deltas.withdraw(self.ids)
+        pending[:] = [e for e in pending if not (isinstance(e, DeltaEvent) and e.lc_id in self.ids)]
+        sent = sorted(str(i) for i in self.ids & self.sent if i is not None)
+        self.ids = set()
+        return sent[0] if sent else None
 
 
 class _RunFailed(Exception):
@@ -217,15 +239,18 @@ class RunExecutor:
     ) -> tuple[dict[str, Any] | None, int]:
         """The pending interrupt (if any) and how often a lost database connection was ridden
         out; raises ``_RunFailed`` when the run fails."""
+        # One context for the whole run: what is bounded per run (provider retries) stays so
+        # across a database outage ridden out.
+        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.thread_id))
         retries = 0
         while True:
             try:
-                return await self._stream_run(claimed, run.runtime, graph_input), retries
+                return await self._stream_run(claimed, run.runtime, graph_input, context), retries
             except (LeaseLost, HandedOff):
                 raise
             except Exception as exc:
                 if retries >= DATABASE_RETRIES or not is_connection_error(exc):
-                    raise self._failed(claimed, exc) from exc
+                    raise self._failed(claimed, exc, run.runtime) from exc
                 retries += 1
                 log.warning(
                     "run_database_lost",
@@ -246,21 +271,35 @@ class RunExecutor:
         except LeaseLost:
             raise
         except Exception as still:
-            raise self._failed(claimed, still) from still
+            raise self._failed(claimed, still, None) from still
 
     @staticmethod
-    def _failed(claimed: ClaimedRun, exc: BaseException) -> _RunFailed:
+    def _failed(
+        claimed: ClaimedRun, exc: BaseException, runtime: AgentRuntime | None
+    ) -> _RunFailed:
+        """The run's failure, logged with what an operator needs to tell a wrong key from a
+        wrong base URL: the agent, its model and endpoint, the provider's status, code and
+        (redacted) message."""
         error = classify_run_error(exc)
+        where = {"model": runtime.model_name, "endpoint": runtime.endpoint} if runtime else {}
         log.warning(
-            "run_failed", run_id=str(claimed.run_id), error_code=error.code, **error_log_fields(exc)
+            "run_failed",
+            run_id=str(claimed.run_id),
+            agent_id=claimed.agent_id,
+            error_code=error.code,
+            **where,
+            **error_log_fields(exc),
         )
         return _RunFailed(error)
 
     async def _stream_run(
-        self, claimed: ClaimedRun, runtime: AgentRuntime, graph_input: Any
+        self,
+        claimed: ClaimedRun,
+        runtime: AgentRuntime,
+        graph_input: Any,
+        context: AgentContext,
     ) -> dict[str, Any] | None:
         """Stream the graph, persisting messages and events; the pending interrupt, if any."""
-        context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.thread_id))
         config = runtime.config_for(claimed.thread_id)
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer(
@@ -270,25 +309,32 @@ class RunExecutor:
         # Custom events wait for the step's write (or the next delta flush), so a step costs
         # one statement whatever it streamed; the order (custom, deltas, messages) is kept.
         pending: list[ActivityEvent] = []
+        attempt = StreamedAttempt()
         async for mode, chunk in stream:
             if mode == "messages":
                 message, meta = chunk
                 if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
                     deltas.add(message.id, message_text(message))
+                    attempt.ids.add(message.id)
                 if deltas.due():
-                    await self.ledger.append(
-                        claimed.thread_id, claimed.run_id, [*pending, *deltas.drain()]
-                    )
-                    pending.clear()
+                    pending.extend(deltas.drain())
+                    await self._append(claimed, pending, attempt)
                 continue
             if mode == "custom":
                 event = custom_event(chunk)
-                if event is not None:
+                if isinstance(event, ProviderRetryEvent):
+                    # The failed attempt's text is void: what was not sent yet is dropped, and
+                    # what was is named, so clients drop it; sent now (the wait may be long).
+                    event.discarded_lc_id = attempt.withdraw(deltas, pending)
+                    pending.extend([*deltas.drain(), event])
+                    await self._append(claimed, pending, attempt)
+                elif event is not None:
                     pending.extend(deltas.drain())
                     pending.append(event)
                 continue
             events: list[ActivityEvent] = [*pending, *deltas.drain()]
             pending.clear()
+            attempt = StreamedAttempt(attempt.sent)  # a step ended: its model call is done
             for node, update in (chunk or {}).items():
                 if node == "__interrupt__":
                     interrupt = interrupt_payload(update)
@@ -303,6 +349,14 @@ class RunExecutor:
                 raise HandedOff(str(claimed.run_id))
         await self.ledger.append(claimed.thread_id, claimed.run_id, [*pending, *deltas.drain()])
         return interrupt
+
+    async def _append(
+        self, claimed: ClaimedRun, events: list[ActivityEvent], attempt: StreamedAttempt
+    ) -> None:
+        """Write ``events`` now (and empty the list), noting whose streamed text went out."""
+        attempt.note_sent(events)
+        await self.ledger.append(claimed.thread_id, claimed.run_id, list(events))
+        events.clear()
 
     @staticmethod
     async def _stream(

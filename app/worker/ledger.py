@@ -23,6 +23,7 @@ from app.db.run_events import (
     DeltaEvent,
     MessageAddedEvent,
     MessageRole,
+    ProviderRetryEvent,
     event_row,
 )
 from app.db.session import autocommit
@@ -31,7 +32,10 @@ from app.repositories.run_events import ActivityEvent
 from app.repositories.run_steps import RunStepRepository, StepMessage
 
 #: The graph's custom stream events a run stores, by their ``type``.
-CUSTOM_EVENTS: dict[str, type[CompressionEvent]] = {"compression": CompressionEvent}
+CUSTOM_EVENTS: dict[str, type[CompressionEvent | ProviderRetryEvent]] = {
+    "compression": CompressionEvent,
+    "provider_retry": ProviderRetryEvent,
+}
 
 
 class LeaseLost(Exception):
@@ -101,7 +105,7 @@ def message_event_data(message_id: uuid.UUID, row: NewMessage) -> dict[str, Any]
     return data
 
 
-def custom_event(chunk: Any) -> CompressionEvent | None:
+def custom_event(chunk: Any) -> CompressionEvent | ProviderRetryEvent | None:
     """A custom stream event of the graph as the event the run stores (None: not one we serve)."""
     kind = CUSTOM_EVENTS.get(str(chunk.get("type"))) if isinstance(chunk, dict) else None
     return None if kind is None else msgspec.convert(json_safe(chunk), kind)
@@ -142,6 +146,12 @@ class DeltaBuffer:
         return bool(self._parts) and (
             self._chars >= self.max_chars or time.monotonic() - self._since >= self.interval
         )
+
+    def withdraw(self, lc_ids: set[str | None]) -> None:
+        """Drop the text not yet drained of these messages (a model call's failed attempt)."""
+        for lc_id in lc_ids:
+            parts = self._parts.pop(lc_id, None)
+            self._chars -= sum(len(p) for p in parts or ())
 
     def drain(self) -> list[DeltaEvent]:
         out = [

@@ -4,7 +4,6 @@ stdio and streamable HTTP; a server that cannot be reached makes only its agent 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.agents_files import agents_file
 from tests.support.api import messages, run_turns
 from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
 from tests.support.processes import ROOT, free_port
@@ -28,12 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SERVER = ROOT / "examples" / "mcp_server.py"
 STATEFUL = ROOT / "tests" / "support" / "mcp_stateful.py"
 LEASE = "A lease is a run's claim on its thread"
-
-
-def agents_file(tmp_path: Path, *agents: dict[str, Any]) -> str:
-    path = tmp_path / "agents.json"
-    path.write_text(json.dumps({"agents": list(agents)}))
-    return str(path)
 
 
 def mcp_agent(agent_id: str, server: dict[str, Any]) -> dict[str, Any]:

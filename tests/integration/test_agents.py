@@ -3,12 +3,11 @@ compressed and searched with its own agent; an agent that disappears; unknown ag
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.support.agents_files import agents_file
 from tests.support.api import messages, run_turns, state
 from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.summarizers import CountingSummarizer
@@ -18,12 +17,6 @@ pytestmark = pytest.mark.integration
 ALPHA_DOC = "The alpha handbook says a lease expires after thirty seconds without heartbeats."
 BETA_DOC = "The beta handbook says a lease expires when its worker stops renewing it."
 DEFAULT_DOC = "The default handbook says a lease expires at midnight."
-
-
-def agents_file(tmp_path: Path, *agents: dict[str, Any], name: str = "agents.json") -> str:
-    path = tmp_path / name
-    path.write_text(json.dumps({"agents": list(agents)}))
-    return str(path)
 
 
 ALPHA = {

@@ -6,7 +6,6 @@ under the documented names."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from alembic import command
 
 from app.db.migrate import alembic_config, upgrade_head
+from tests.support.agents_files import agents_file
 from tests.support.database import fresh_database
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import ROOT, app_run, free_port
@@ -29,12 +29,6 @@ LEVELS = ("ok", "warning", "problem", "skipped")
 def _env(**extra: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     return {**keep, **extra}
-
-
-def agents_file(tmp_path: Path, *agents: dict[str, Any]) -> str:
-    path = tmp_path / "agents.json"
-    path.write_text(json.dumps({"agents": list(agents)}))
-    return str(path)
 
 
 def findings(out: Any) -> list[tuple[str, str, str]]:

@@ -84,6 +84,8 @@ async def test_stream_payloads_are_typed(app_factory: AppFactory) -> None:
             "final": False,
             "error": None,
             "error_code": None,
+            "provider_status": None,
+            "provider_code": None,
             "interrupt": None,
             "request_id": run["request_id"],
             "handoff": False,

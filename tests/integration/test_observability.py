@@ -12,34 +12,13 @@ import psycopg
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.db.urls import libpq_url
-from tests.support.api import new_thread, run_turns, seed_kb
-from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory, AppHarness
+from tests.support.api import new_thread, run_turns, scrape, seed_kb, value
+from tests.support.app_harness import AUTH, OTHER_AUTH, AppFactory
 from tests.support.corpus import BIG
 
 pytestmark = pytest.mark.integration
-
-
-async def scrape(h: AppHarness) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Every sample of ``/metrics`` (fetched without an API key) by name and labels."""
-    resp = await h.client.get("/metrics")
-    assert resp.status_code == 200, resp.text
-    assert resp.headers["content-type"].startswith("text/plain")
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(resp.text)
-        for s in family.samples
-    }
-
-
-def value(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    """Sum of the samples named ``name`` whose labels include ``labels`` (0 when absent)."""
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
 
 
 async def test_metrics_after_real_runs_and_a_manual_compression(app_factory: AppFactory) -> None:

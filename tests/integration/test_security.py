@@ -321,6 +321,8 @@ async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
             "THREADKEEPER_API_KEYS": f"alice:{API_KEY},bob:{OTHER_KEY}",
             "THREADKEEPER_LLM_BASE_URL": srv.base_url,
             "THREADKEEPER_LLM_API_KEY": llm_key,
+            # One retry of a transient failure, so the outage below outlasts it.
+            "THREADKEEPER_LLM_MAX_RETRIES": "1",
             "THREADKEEPER_LOG_LEVEL": "DEBUG",
             "THREADKEEPER_LOG_JSON": "true",
             "THREADKEEPER_WORKDIR_ROOT": str(tmp_path / "wd"),
@@ -339,7 +341,7 @@ async def test_logs_never_contain_keys_even_on_auth_and_provider_errors(
                 assert denied.status_code == 401
             tid = (await client.post("/v1/threads", json={}, headers=AUTH)).json()["id"]
             srv.fail_next(401)  # the provider rejects our key
-            srv.fail_next(500)  # then has an outage
+            srv.fail_next(500, times=2)  # then has an outage (the call and its retry)
             statuses: list[str] = []
             for text in ("first", "second", "third"):
                 posted = await client.post(

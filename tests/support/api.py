@@ -118,3 +118,25 @@ async def openapi_operations(h: AppHarness) -> list[tuple[str, str, dict[str, An
         for method, op in item.items()
         if isinstance(op, dict) and "operationId" in op
     ]
+
+
+async def scrape(h: AppHarness) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of ``/metrics`` (fetched without an API key) by name and labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    resp = await h.client.get("/metrics")
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(resp.text)
+        for s in family.samples
+    }
+
+
+def value(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    """Sum of the samples named ``name`` whose labels include ``labels`` (0 when absent)."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)

@@ -147,6 +147,7 @@ def test_stream_documents_every_event_payload(document: dict[str, Any]) -> None:
         "delta": "DeltaEvent",
         "message": "MessageAddedEvent",
         "compression": "CompressionEvent",
+        "provider_retry": "ProviderRetryEvent",
     }
 
 

@@ -6,6 +6,8 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -25,6 +27,7 @@ from app.offline.summarizer import ExtractiveSummarizer
 from tests.support.openai_server import OpenAICompatibleServer, count_prompt_tokens
 
 API_KEY = "sk-test-key"
+STUB = Path(__file__).resolve().parents[1] / "support" / "openai_server.py"
 
 
 @pytest.fixture
@@ -337,3 +340,61 @@ def test_offline_defaults_without_endpoint() -> None:
         assert isinstance(model, ChatOpenAI)
         assert model.max_retries == 0 and model.stream_usage is True
         assert model.model_name == "gpt-4o-mini"
+
+
+async def test_served_apart_it_streams_fails_and_drops_like_a_provider() -> None:
+    """The benchmark's provider: its own process on one event loop, latency and faults."""
+    from benchmarks.common import child_server
+
+    args = ["--latency", "0.05", "--fault-rate", "1", "--faults", "429", "--retry-after", "2"]
+    with child_server(str(STUB), args, {}) as base:
+        client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="k", max_retries=0)
+        await _until_up(base)
+        with pytest.raises(openai.RateLimitError) as limited:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+        assert limited.value.response.headers["retry-after"] == "2"
+    with child_server(str(STUB), ["--latency", "0.05", "--max-pieces", "3"], {}) as base:
+        client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="k", max_retries=0)
+        await _until_up(base)
+        messages: list[Any] = [{"role": "user", "content": "when?"}]
+        stream = await client.chat.completions.create(model="m", messages=messages, stream=True)
+        calls = [c async for c in stream]
+        tool = calls[1].choices[0].delta.tool_calls
+        assert tool is not None and tool[0].function is not None
+        assert tool[0].function.name == "query_kb"
+        messages += [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": tool[0].id,
+                        "type": "function",
+                        "function": {"name": "query_kb", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": tool[0].id, "content": "[]"},
+        ]
+        stream = await client.chat.completions.create(model="m", messages=messages, stream=True)
+        text = [
+            c.choices[0].delta.content
+            async for c in stream
+            if c.choices and c.choices[0].delta.content
+        ]
+        assert len(text) == 3 and "".join(text).endswith("[kb:1].")
+        async with httpx.AsyncClient() as http:
+            stats = (await http.get(f"{base}/stats")).json()
+        assert (stats["requests"], stats["completions"]) == (2, 2)
+
+
+async def _until_up(base: str) -> None:
+    async with httpx.AsyncClient() as http:
+        for _ in range(600):
+            try:
+                if (await http.get(f"{base}/stats")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+    raise AssertionError("the stub did not start")

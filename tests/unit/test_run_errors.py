@@ -9,6 +9,7 @@ import pytest
 from langchain_core.tools import tool
 
 from app.db.errors import is_connection_error
+from app.log_redaction import redact_text
 from app.worker.errors import classify_run_error, error_log_fields
 
 SECRET = "sk-live-0123456789abcdef"
@@ -21,12 +22,29 @@ def _provider_error(status: int, body: dict[str, object]) -> openai.APIStatusErr
     return cls(f"Error code: {status} - {body}", response=response, body=body)
 
 
-def test_provider_errors_are_coded_and_logged_by_shape_only() -> None:
-    exc = _provider_error(401, {"error": {"message": f"bad key {SECRET}", "code": "x"}})
-    assert classify_run_error(exc).code == "provider_error"
+def test_provider_errors_are_coded_and_logged_with_the_message_masked() -> None:
+    exc = _provider_error(401, {"error": {"message": f"bad key {SECRET}", "code": "bad_key"}})
+    error = classify_run_error(exc)
+    assert (error.code, error.provider_status, error.provider_code) == (
+        "provider_error",
+        401,
+        "bad_key",
+    )
     fields = error_log_fields(exc)
-    assert fields == {"error_type": "AuthenticationError", "provider_status": 401}
-    assert SECRET not in classify_run_error(exc).message
+    assert fields == {
+        "error_type": "AuthenticationError",
+        "provider_status": 401,
+        "provider_code": "bad_key",
+        "provider_message": f"bad key {SECRET}",
+    }
+    # The log's redaction masks a key-shaped value wherever it hides.
+    assert redact_text(fields["provider_message"]) == "bad key [redacted]"
+    assert SECRET not in error.message
+
+
+def test_a_provider_code_is_an_identifier_never_prose() -> None:
+    exc = _provider_error(400, {"error": {"message": "no", "code": "you sent sk-live-xyz, bad"}})
+    assert classify_run_error(exc).provider_code is None
 
 
 def test_context_overflow_wins_over_provider_error() -> None:

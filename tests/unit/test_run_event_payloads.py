@@ -23,6 +23,8 @@ def test_an_old_status_row_is_served_with_every_field() -> None:
         "final": False,
         "error": None,
         "error_code": None,
+        "provider_status": None,
+        "provider_code": None,
         "interrupt": None,
         "request_id": None,
         "handoff": False,

@@ -78,6 +78,8 @@ def run_out(r: AgentRun) -> RunOut:
         status=r.status.value,
         error=r.error,
         error_code=r.error_code,  # type: ignore[arg-type]  # app/worker/errors.py codes == RunErrorCode
+        provider_status=r.provider_status,
+        provider_code=r.provider_code,
         interrupt=hitl_request(r.interrupt),
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,
@@ -238,8 +240,9 @@ class RunController(Controller):
                 description=(
                     "Server-sent events, ending after the final one. Each frame has `event: "
                     "<type>`, `id: <n>` and `data: <JSON>`; the schema is that of one frame's "
-                    "`data`: a RunEvent (StatusEvent, DeltaEvent, MessageAddedEvent or "
-                    "CompressionEvent, told apart by `type`, which repeats the event name). "
+                    "`data`: a RunEvent (StatusEvent, DeltaEvent, MessageAddedEvent, "
+                    "CompressionEvent or ProviderRetryEvent, told apart by `type`, which "
+                    "repeats the event name). "
                     "`: keep-alive` comment lines come every 15 s of silence."
                 ),
             ),
@@ -249,7 +252,9 @@ class RunController(Controller):
             "cancelled; `final: true` marks the last event), `delta` (streamed model text), "
             "`message` (the id and seq of an AI/tool message the run stored: read it with "
             "ListMessages), `compression` (the model view was "
-            "compressed). Resumable with Last-Event-ID or `after`. The body also ends, "
+            "compressed), `provider_retry` (a model call failed transiently: retrying after a "
+            "wait, or given up; `discarded_lc_id` names text streamed by the failed attempt, "
+            "which is void). Resumable with Last-Event-ID or `after`. The body also ends, "
             "without a final event, when the server shuts down: reconnect with Last-Event-ID. "
             "Open streams and WaitRun long-polls per API key are capped: 429 "
             "`too_many_streams`; 503 `streams_unavailable` when the server cannot take more "

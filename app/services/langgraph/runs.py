@@ -20,6 +20,7 @@ from app.services.langgraph.assistants import find_agent
 from app.services.langgraph.shapes import (
     LangGraphRunStatus,
     agent_run_status,
+    run_failure,
     run_json,
     run_status,
 )
@@ -65,7 +66,13 @@ class LangGraphRun:
             created = self.run.created_at
         updated = self.run.finished_at or self.run.started_at if self.run is not None else None
         return run_json(
-            self.run_id, self.thread_id, self.assistant_id, self.status, created, updated
+            self.run_id,
+            self.thread_id,
+            self.assistant_id,
+            self.status,
+            created,
+            updated,
+            run_failure(self.run),
         )
 
 

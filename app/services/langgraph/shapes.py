@@ -109,6 +109,16 @@ def agent_run_status(run: AgentRun) -> LangGraphRunStatus:
     }[run.status]  # type: ignore[return-value]
 
 
+def run_failure(run: AgentRun | None) -> dict[str, Any]:
+    """The ``threadkeeper`` key of a LangGraph run: why it failed (null fields otherwise), the
+    same declared fields as /v1's Run (``error_code``, ``provider_status``, ``provider_code``)."""
+    return {
+        "error_code": run.error_code if run is not None else None,
+        "provider_status": run.provider_status if run is not None else None,
+        "provider_code": run.provider_code if run is not None else None,
+    }
+
+
 def run_json(
     run_id: uuid.UUID,
     thread_id: uuid.UUID,
@@ -116,6 +126,7 @@ def run_json(
     status: LangGraphRunStatus,
     created_at: datetime,
     updated_at: datetime | None,
+    failure: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "run_id": str(run_id),
@@ -127,6 +138,7 @@ def run_json(
         "metadata": {},
         "kwargs": {},
         "multitask_strategy": "enqueue",
+        "threadkeeper": failure or run_failure(None),
     }
 
 

@@ -108,9 +108,9 @@ class _Translation:
                     out.append(Part("messages", [as_json, self.meta(node)]))
             if new and "values" in self.modes:
                 out.append(self.values())
-        elif event.type == "compression":
+        elif event.type in ("compression", "provider_retry"):
             if "custom" in self.modes:
-                out.append(Part("custom", {"type": "threadkeeper.compression", **data}))
+                out.append(Part("custom", {**data, "type": f"threadkeeper.{event.type}"}))
         elif event.type == "status":
             return self._status(event, data)
         return out, False
@@ -125,7 +125,12 @@ class _Translation:
                 out.append(self.values({"__interrupt__": interrupt}))
             return out, True
         if status == "failed":
-            error = {"error": data.get("error_code") or "error", "message": data.get("error") or ""}
+            error = {
+                "error": data.get("error_code") or "error",
+                "message": data.get("error") or "",
+                "provider_status": data.get("provider_status"),
+                "provider_code": data.get("provider_code"),
+            }
             return [Part("error", error)], True
         return out, bool(data.get("final"))
 

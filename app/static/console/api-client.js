@@ -519,6 +519,22 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} ProviderRetryEvent
+ * @property {"provider_retry"} type
+ * @property {ProviderRetryOutcome} outcome
+ * @property {number} attempt
+ * @property {number} wait_seconds
+ * @property {(number | null)} provider_status
+ * @property {(string | null)} provider_code
+ * @property {string} model default ""
+ * @property {(string | null)} discarded_lc_id
+ */
+
+/**
+ * @typedef {("retrying" | "gave_up")} ProviderRetryOutcome
+ */
+
+/**
  * The `error` codes RateLimitedError carries: `rate_limited`: this principal's request rate is over the limit; retry after `Retry-After` s.
  * @typedef {("rate_limited")} RateLimitedCode
  */
@@ -603,7 +619,7 @@ async function request(config, op, args, options) {
 
 /**
  * One StreamRunEvents frame's `data`; its `type` is the frame's `event`.
- * @typedef {(StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent)} RunEvent
+ * @typedef {(StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent)} RunEvent
  */
 
 /**
@@ -623,6 +639,8 @@ async function request(config, op, args, options) {
  * @property {RunStatus} status
  * @property {(string | null)} error
  * @property {(RunErrorCode | null)} error_code
+ * @property {(number | null)} provider_status
+ * @property {(string | null)} provider_code
  * @property {(HITLRequest | null)} interrupt
  * @property {number} input_tokens default 0
  * @property {number} output_tokens default 0
@@ -659,6 +677,8 @@ async function request(config, op, args, options) {
  * @property {boolean} final default false
  * @property {(string | null)} error
  * @property {(RunErrorCode | null)} error_code
+ * @property {(number | null)} provider_status
+ * @property {(string | null)} provider_code
  * @property {(HITLRequest | null)} interrupt
  * @property {(string | null)} request_id uuid
  * @property {boolean} handoff default false
@@ -1383,7 +1403,7 @@ export function searchKnowledgeBase(config, args = {}, options = {}) {
 /**
  * StreamRunEvents: GET /v1/runs/{run_id}/events (200)
  *
- * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (the id and seq of an AI/tool message the run stored: read it with ListMessages), `compression` (the model view was compressed). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`). A reconnect after the final event answers 204 (EventSource clients stop). Browsers' EventSource, which cannot send the API key, authenticates with `?stream_token=` from CreateStreamToken instead.
+ * Server-sent events: `status` (running/interrupted/resumed/completed/failed/cancelled; `final: true` marks the last event), `delta` (streamed model text), `message` (the id and seq of an AI/tool message the run stored: read it with ListMessages), `compression` (the model view was compressed), `provider_retry` (a model call failed transiently: retrying after a wait, or given up; `discarded_lc_id` names text streamed by the failed attempt, which is void). Resumable with Last-Event-ID or `after`. The body also ends, without a final event, when the server shuts down: reconnect with Last-Event-ID. Open streams and WaitRun long-polls per API key are capped: 429 `too_many_streams`; 503 `streams_unavailable` when the server cannot take more (both before the stream starts, with `Retry-After`). A reconnect after the final event answers 204 (EventSource clients stop). Browsers' EventSource, which cannot send the API key, authenticates with `?stream_token=` from CreateStreamToken instead.
  *
  * @param {ClientConfig} config
  * @param {{run_id: string, after?: number, stream_token?: (string | null)}} args

@@ -61,16 +61,20 @@ async def _call(model: Any, timeout: float) -> str | None:
 
 
 def provider_failure(exc: BaseException) -> str:
-    """``HTTP 401 (invalid_api_key)``, ``connection failed (ConnectError)``..."""
-    status = getattr(exc, "status_code", None)
-    code = getattr(exc, "code", None)
-    if isinstance(status, int):
-        return f"HTTP {status}" + (f" ({code})" if isinstance(code, str) and code else "")
-    cause = exc.__cause__ or exc.__context__
-    inner = f" ({type(cause).__name__})" if cause is not None else ""
-    if "Connection" in type(exc).__name__ or "Timeout" in type(exc).__name__:
+    """``HTTP 401 (invalid_api_key)``, ``connection failed (ConnectError)``... Read through
+    app/agents/provider_errors.py, the one reader of what a provider's failure says (the same
+    status and code a failed run records), never its free text."""
+    from app.agents import provider_errors  # openai/httpx: loaded only when a check failed
+
+    status = provider_errors.provider_status(exc)
+    code = provider_errors.provider_code(exc)
+    if status is not None:
+        return f"HTTP {status}" + (f" ({code})" if code else "")
+    if provider_errors.is_connection_failure(exc):
+        cause = exc.__cause__ or exc.__context__
+        inner = f" ({type(cause).__name__})" if cause is not None else ""
         return f"connection failed: {type(exc).__name__}{inner}"
-    return f"{type(exc).__name__}{inner}"
+    return type(exc).__name__ + (f" ({code})" if code else "")
 
 
 def _host(base_url: str) -> str:

@@ -239,14 +239,9 @@ async def build_container(
         sessions, db.lock_timeout_ms, agents, container.threads, container.agent_state
     )
     container.lg_runs = LangGraphRunService(
-        sessions,
-        db.lock_timeout_ms,
-        container.lg_threads,
-        container.runs,
-        agents,
-        on_enqueued=wake,
+        sessions, container.lg_threads, container.intake, container.runs, agents
     )
-    container.lg_streams = LangGraphStreams(sessions, container.lg_runs, container.feed)
+    container.lg_streams = LangGraphStreams(sessions, container.feed)
     if serve_streams or run_in_process:
         notifier.start()
     if run_in_process:

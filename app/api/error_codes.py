@@ -30,6 +30,7 @@ STATUS: dict[str, int] = {
     "nothing_to_compress": 422,
     "not_supported": 422,
     "unknown_agent": 422,
+    "agent_mismatch": 422,
     "idempotency_key_reused": 422,
     "invalid_tool_arguments": 422,
     "rate_limited": 429,

@@ -57,6 +57,7 @@ MEANINGS: dict[str, str] = {
     "unknown_agent": "`agent_id` names no registered agent (ListAgents lists them)",
     "agent_unavailable": "the thread's agent is not registered any more, or cannot run now (an "
     "MCP server it uses does not answer: retried, `Retry-After` names the next attempt)",
+    "agent_mismatch": "the thread's agent is fixed where it was chosen; this names another",
     "not_supported": "the thread's agent does not declare the capability this needs",
     "not_implemented": "Threadkeeper does not serve this part of LangGraph's API",
     "invalid_tool_arguments": "edited tool arguments do not fit the tool's argument schema",

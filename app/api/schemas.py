@@ -61,6 +61,8 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_AGENT = "unknown_agent"
     #: The thread's agent is no longer registered or could not start (GetAgent says why).
     AGENT_UNAVAILABLE = "agent_unavailable"
+    #: A run named another agent (assistant) than the one its thread is fixed to.
+    AGENT_MISMATCH = "agent_mismatch"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     #: ResumeRun: edited tool arguments do not fit the tool's argument schema (422).
     INVALID_TOOL_ARGUMENTS = "invalid_tool_arguments"

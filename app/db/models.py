@@ -93,6 +93,9 @@ class Conversation(Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     owner_id: Mapped[str] = mapped_column(String(200), index=True)
     agent_id: Mapped[str] = mapped_column(String(100), default=DEFAULT_AGENT_ID)
+    #: False only for a LangGraph thread created without naming an assistant: its first run
+    #: chooses the agent. Once chosen the agent is fixed (the one home of a thread's agent).
+    agent_bound: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("true"))
     title: Mapped[str] = mapped_column(String(500), default="")
     #: Next per-conversation message sequence number (incremented under the row lock).
     next_message_seq: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")

@@ -65,6 +65,13 @@ class AgentUnavailable(DomainError):
             self.retry_after = str(retry_after)
 
 
+class AgentMismatch(DomainError):
+    """A run named another agent (a LangGraph ``assistant_id``) than its thread's: a thread's
+    agent is fixed where it was chosen (``conversations.agent_id``)."""
+
+    code = "agent_mismatch"
+
+
 class NotSupported(DomainError):
     """The thread's agent does not declare the capability the operation needs."""
 

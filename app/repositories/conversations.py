@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, text, update
+from sqlalchemy import and_, case, delete, exists, func, literal, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import (
@@ -29,6 +30,45 @@ _THREAD_STATUS_OF_ACTIVE_RUN: dict[RunStatus, ThreadStatus] = {
 ACTIVE_THREAD_STATUSES: frozenset[ThreadStatus] = frozenset(_THREAD_STATUS_OF_ACTIVE_RUN.values())
 
 
+@dataclass(frozen=True, slots=True)
+class StatusFilter:
+    """Threads in one of ``statuses``; ``last_run_failed`` True/False: whose latest run did or
+    did not fail (None: either)."""
+
+    statuses: tuple[ThreadStatus, ...]
+    last_run_failed: bool | None = None
+
+
+def _status_expression() -> Any:
+    """The thread's status as SQL over its row (one correlated lookup per partial index)."""
+    active = (
+        select(AgentRun.status)
+        .where(AgentRun.thread_id == Conversation.id, AgentRun.status.in_(ACTIVE_RUN_STATUSES))
+        .limit(1)
+        .scalar_subquery()
+    )
+    queued = exists().where(
+        AgentRunRequest.thread_id == Conversation.id,
+        AgentRunRequest.status == RequestStatus.QUEUED,
+    )
+    return case(
+        (active == RunStatus.RUNNING, literal("running")),
+        (active == RunStatus.INTERRUPTED, literal("interrupted")),
+        (queued, literal("queued")),
+        else_=literal("idle"),
+    )
+
+
+def _last_run_status() -> Any:
+    return (
+        select(AgentRun.status)
+        .where(AgentRun.thread_id == Conversation.id)
+        .order_by(AgentRun.created_at.desc(), AgentRun.id)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
 class ConversationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -41,12 +81,15 @@ class ConversationRepository:
         title: str,
         metadata: dict[str, Any] | None = None,
         thread_id: uuid.UUID | None = None,
+        agent_bound: bool = True,
     ) -> Conversation:
-        """``thread_id``: a client-chosen id (the LangGraph surface); taken ids fail on the key."""
+        """``thread_id``: a client-chosen id (the LangGraph surface); taken ids fail on the key.
+        ``agent_bound`` False: the agent is not chosen yet (the first run chooses it)."""
         conv = Conversation(
             id=thread_id or uuid.uuid4(),
             owner_id=owner_id,
             agent_id=agent_id,
+            agent_bound=agent_bound,
             title=title,
             meta=metadata or {},
         )
@@ -103,15 +146,18 @@ class ConversationRepository:
         offset: int,
         sort_by: str = "created_at",
         descending: bool = True,
+        agent_id: str | None = None,
+        status: StatusFilter | None = None,
     ) -> Sequence[Conversation]:
         """Offset-paginated search (the LangGraph surface): JSONB containment, optional ids,
-        sorted by ``created_at`` / ``updated_at`` / ``thread_id``."""
+        the (chosen) agent and the status, all in the one query; sorted by ``created_at`` /
+        ``updated_at`` / ``thread_id``."""
         column = {
             "created_at": Conversation.created_at,
             "updated_at": Conversation.updated_at,
             "thread_id": Conversation.id,
         }[sort_by]
-        stmt = self._owned_filter(select(Conversation), owner_id, metadata, ids)
+        stmt = self._owned_filter(select(Conversation), owner_id, metadata, ids, agent_id, status)
         order = column.desc() if descending else column.asc()
         stmt = stmt.order_by(order, Conversation.id.desc()).limit(limit).offset(offset)
         return (await self.session.scalars(stmt)).all()
@@ -122,8 +168,12 @@ class ConversationRepository:
         *,
         metadata: dict[str, Any] | None,
         ids: Sequence[uuid.UUID] | None = None,
+        agent_id: str | None = None,
+        status: StatusFilter | None = None,
     ) -> int:
-        stmt = self._owned_filter(select(func.count(Conversation.id)), owner_id, metadata, ids)
+        stmt = self._owned_filter(
+            select(func.count(Conversation.id)), owner_id, metadata, ids, agent_id, status
+        )
         return int(await self.session.scalar(stmt) or 0)
 
     @staticmethod
@@ -132,12 +182,21 @@ class ConversationRepository:
         owner_id: str,
         metadata: dict[str, Any] | None,
         ids: Sequence[uuid.UUID] | None,
+        agent_id: str | None = None,
+        status: StatusFilter | None = None,
     ) -> Any:
         stmt = stmt.where(Conversation.owner_id == owner_id)
         if metadata:
             stmt = stmt.where(Conversation.meta.contains(metadata))
         if ids is not None:
             stmt = stmt.where(Conversation.id.in_(list(ids)))
+        if agent_id is not None:
+            stmt = stmt.where(Conversation.agent_id == agent_id, Conversation.agent_bound)
+        if status is not None:
+            stmt = stmt.where(_status_expression().in_(list(status.statuses)))
+            if status.last_run_failed is not None:
+                failed = _last_run_status() == RunStatus.FAILED
+                stmt = stmt.where(failed if status.last_run_failed else ~failed.is_(True))
         return stmt
 
     async def lock(
@@ -186,29 +245,27 @@ class ConversationRepository:
     async def statuses(self, thread_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ThreadStatus]:
         """THE answer to "is the thread busy" (anything but ``idle`` is busy): per thread, its
         active run's status first (a queued input waits behind it), else ``queued`` when input
-        waits, else ``idle``."""
+        waits, else ``idle`` (``_status_expression``, which search filters on too)."""
         if not thread_ids:
             return {}
-        ids = list(thread_ids)
-        result: dict[uuid.UUID, ThreadStatus] = dict.fromkeys(ids, "idle")
-        queued = await self.session.scalars(
-            select(AgentRunRequest.thread_id)
-            .where(
-                AgentRunRequest.thread_id.in_(ids),
-                AgentRunRequest.status == RequestStatus.QUEUED,
-            )
-            .distinct()
-        )
-        for thread_id in queued:
-            result[thread_id] = "queued"
-        active = await self.session.execute(
-            select(AgentRun.thread_id, AgentRun.status).where(
-                AgentRun.thread_id.in_(ids), AgentRun.status.in_(ACTIVE_RUN_STATUSES)
+        rows = await self.session.execute(
+            select(Conversation.id, _status_expression()).where(
+                Conversation.id.in_(list(thread_ids))
             )
         )
-        for thread_id, status in active:
-            result[thread_id] = _THREAD_STATUS_OF_ACTIVE_RUN[status]
-        return result
+        found: dict[uuid.UUID, ThreadStatus] = {t: s for t, s in rows}
+        return {t: found.get(t, "idle") for t in thread_ids}
+
+    async def last_runs_failed(self, thread_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """The threads whose latest run failed."""
+        if not thread_ids:
+            return set()
+        rows = await self.session.scalars(
+            select(Conversation.id).where(
+                Conversation.id.in_(list(thread_ids)), _last_run_status() == RunStatus.FAILED
+            )
+        )
+        return set(rows)
 
     async def status(self, thread_id: uuid.UUID) -> ThreadStatus:
         return (await self.statuses([thread_id]))[thread_id]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
@@ -88,6 +90,16 @@ FROM earlier e JOIN messages m ON m.id = e.message_id
 )
 
 
+_BIND = text(
+    """
+WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v)
+UPDATE conversations c SET agent_id = :agent_id, agent_bound = true
+FROM cfg WHERE c.id = :id AND c.owner_id = :owner AND NOT c.agent_bound
+RETURNING c.id
+"""
+)
+
+
 @dataclass(frozen=True, slots=True)
 class AcceptedRow:
     request_id: uuid.UUID
@@ -101,7 +113,8 @@ class AcceptedRow:
 
 class IntakeRepository:
     """On a bare connection in autocommit (one statement is its own transaction, and the
-    idempotency retry below needs the failed one rolled back): nothing ORM-mapped."""
+    idempotency retry below needs the failed one rolled back): nothing ORM-mapped. Without an
+    idempotency key it may also run in the caller's transaction (intake's "only if idle")."""
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
@@ -116,6 +129,38 @@ class IntakeRepository:
         ).first()
         return None if row is None else str(row.agent_id)
 
+    async def binding(self, thread_id: uuid.UUID, owner_id: str) -> tuple[str, bool] | None:
+        """The owner's thread's agent and whether it is chosen yet (None: no such thread)."""
+        row = (
+            await self.conn.execute(
+                text(
+                    "SELECT agent_id, agent_bound FROM conversations "
+                    "WHERE id = :id AND owner_id = :owner"
+                ),
+                {"id": thread_id, "owner": owner_id},
+            )
+        ).first()
+        return None if row is None else (str(row.agent_id), bool(row.agent_bound))
+
+    async def bind_agent(
+        self, thread_id: uuid.UUID, owner_id: str, agent_id: str, *, lock_timeout_ms: int
+    ) -> bool:
+        """Choose the agent of a thread whose agent is not chosen yet (one statement, under the
+        row lock); False when it was chosen meanwhile (the caller reads which)."""
+        async with lock_errors_as_busy("the thread is locked by another operation"):
+            row = (
+                await self.conn.execute(
+                    _BIND,
+                    {
+                        "lock_timeout": str(int(lock_timeout_ms)),
+                        "id": thread_id,
+                        "owner": owner_id,
+                        "agent_id": agent_id,
+                    },
+                )
+            ).first()
+        return row is not None
+
     async def accept_user_message(
         self,
         thread_id: uuid.UUID,
@@ -126,6 +171,7 @@ class IntakeRepository:
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
         lc_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> AcceptedRow:
         """Message + queued request under the thread's row lock, or (``idempotency_key`` used
         before on this thread) the earlier request, unchanged. NotFound for a thread the owner
@@ -146,6 +192,7 @@ class IntakeRepository:
                     idempotency_key=idempotency_key,
                     fingerprint=fingerprint,
                     lc_id=lc_id,
+                    extra=extra,
                 )
             except IntegrityError as exc:
                 if attempt == 2 or constraint_of(exc) != IDEMPOTENCY_KEY_INDEX:
@@ -162,11 +209,18 @@ class IntakeRepository:
         idempotency_key: str | None,
         fingerprint: str | None,
         lc_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> AcceptedRow:
-        """``lc_id``: the user message's LangChain id (a LangGraph client may choose it)."""
+        """``lc_id``: the user message's LangChain id (a LangGraph client may choose it);
+        ``extra``: more of the request's payload (e.g. the stream modes a LangGraph run named)."""
         message_id, request_id = uuid.uuid4(), uuid.uuid4()
         lc_id = lc_id or f"user-{uuid.uuid4()}"
-        payload = {"content": content, "message_id": str(message_id), "lc_id": lc_id}
+        payload = {
+            **(extra or {}),
+            "content": content,
+            "message_id": str(message_id),
+            "lc_id": lc_id,
+        }
         async with lock_errors_as_busy("the thread is locked by another operation"):
             result = await self.conn.execute(
                 _ACCEPT,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
@@ -73,6 +74,18 @@ class MessageRepository:
         self.session.add_all(rows_out)
         await self.session.flush()
         return rows_out
+
+    async def first_of_threads(self, thread_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Message]:
+        """Each thread's first message (one query: what a list of threads shows)."""
+        if not thread_ids:
+            return {}
+        rows = await self.session.scalars(
+            select(Message)
+            .where(Message.thread_id.in_(list(thread_ids)))
+            .ext(distinct_on(Message.thread_id))
+            .order_by(Message.thread_id, Message.seq)
+        )
+        return {m.thread_id: m for m in rows}
 
     async def get(self, message_id: uuid.UUID) -> Message | None:
         return await self.session.get(Message, message_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -75,6 +75,21 @@ class RunEventRepository:
             )
         )
         return int(found or 0)
+
+    async def resumed_at(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
+        """Per run, when it was last resumed (runs never resumed are left out)."""
+        if not run_ids:
+            return {}
+        rows = await self.session.execute(
+            select(RunEvent.run_id, func.max(RunEvent.created_at))
+            .where(
+                RunEvent.run_id.in_(list(run_ids)),
+                RunEvent.type == "status",
+                RunEvent.data["status"].astext == "resumed",
+            )
+            .group_by(RunEvent.run_id)
+        )
+        return {run_id: at for run_id, at in rows}
 
     async def after(
         self, run_id: uuid.UUID, after_id: int, *, limit: int = 500

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 
 from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import (
@@ -129,6 +130,29 @@ class RunRepository:
             .order_by(AgentRun.created_at.desc())
             .limit(1)
         )
+
+    async def latest_for_threads(
+        self, thread_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, AgentRun]:
+        """Each thread's latest run (one query)."""
+        if not thread_ids:
+            return {}
+        rows = await self.session.scalars(
+            select(AgentRun)
+            .where(AgentRun.thread_id.in_(list(thread_ids)))
+            .ext(distinct_on(AgentRun.thread_id))
+            .order_by(AgentRun.thread_id, AgentRun.created_at.desc(), AgentRun.id)
+        )
+        return {run.thread_id: run for run in rows}
+
+    async def for_requests(self, request_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, AgentRun]:
+        """The runs answering these requests, by request id (one query)."""
+        if not request_ids:
+            return {}
+        rows = await self.session.scalars(
+            select(AgentRun).where(AgentRun.request_id.in_(list(request_ids)))
+        )
+        return {run.request_id: run for run in rows}
 
     async def lock(self, run_id: uuid.UUID) -> AgentRun | None:
         """``SELECT ... FOR UPDATE`` the run row. Callers that took the thread lock first run under

@@ -5,15 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.agents.registry import AgentRegistry
 from app.db.session import autocommit
-from app.domain.errors import IdempotencyKeyReused
-from app.repositories.intake import IntakeRepository
+from app.domain.errors import AgentMismatch, IdempotencyKeyReused, NotFound, ThreadBusy
+from app.repositories.conversations import ConversationRepository
+from app.repositories.intake import AcceptedRow, IntakeRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,23 @@ class Accepted:
     request_id: uuid.UUID
     message_id: uuid.UUID
     seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunAsk:
+    """A run asked for with new input (the LangGraph door's runs; /v1's PostMessage is one with
+    only ``content``)."""
+
+    content: str
+    #: The agent the run names: it chooses the agent of a thread that has none chosen yet, and
+    #: is refused (``agent_mismatch``) on a thread fixed to another.
+    agent_id: str | None = None
+    #: The user message's LangChain id, when the client chose it.
+    lc_id: str | None = None
+    #: Refused (``thread_busy``) unless the thread is idle, checked under the row lock.
+    only_if_idle: bool = False
+    #: More of the request's payload (e.g. the stream modes a LangGraph run named).
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def body_fingerprint(content: str) -> str:
@@ -80,6 +99,66 @@ class IntakeService:
             raise IdempotencyKeyReused(
                 "this Idempotency-Key was used on this thread with another body"
             )
+        return self._accepted(row)
+
+    async def post_run(self, thread_id: uuid.UUID, owner_id: str, ask: RunAsk) -> Accepted:
+        """New input as a run: the thread's agent checked (chosen on first use, then fixed),
+        then message + queued request as ``post_message`` writes them; ``only_if_idle`` takes
+        the row lock first and writes only if the thread is idle (THE busy answer,
+        ``ConversationRepository.status``), in one transaction."""
+        async with autocommit(self.engine) as conn:
+            repo = IntakeRepository(conn)
+            agent_id = await self._agent_for_run(repo, thread_id, owner_id, ask.agent_id)
+            if self.agents is not None:
+                self.agents.require_available(agent_id)
+            if not ask.only_if_idle:
+                return self._accepted(await self._accept(repo, thread_id, owner_id, ask))
+        async with AsyncSession(self.engine) as session, session.begin():
+            conversations = ConversationRepository(session)
+            await conversations.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            if await conversations.status(thread_id) != "idle":
+                raise ThreadBusy("the thread has a run or queued input")
+            repo = IntakeRepository(await session.connection())
+            row = await self._accept(repo, thread_id, owner_id, ask)
+        return self._accepted(row)
+
+    async def _accept(
+        self, repo: IntakeRepository, thread_id: uuid.UUID, owner_id: str, ask: RunAsk
+    ) -> AcceptedRow:
+        return await repo.accept_user_message(
+            thread_id,
+            owner_id,
+            ask.content,
+            lock_timeout_ms=self.lock_timeout_ms,
+            lc_id=ask.lc_id,
+            extra=ask.extra,
+        )
+
+    async def _agent_for_run(
+        self, repo: IntakeRepository, thread_id: uuid.UUID, owner_id: str, named: str | None
+    ) -> str:
+        """The thread's agent; ``named`` chooses it when none is chosen yet (the choice is
+        final: two first runs racing, the second meets the first's choice)."""
+        binding = await repo.binding(thread_id, owner_id)
+        if binding is None:
+            raise NotFound(f"thread {thread_id} not found")
+        agent_id, bound = binding
+        if named is None or (named == agent_id and bound):
+            return agent_id
+        if not bound and await repo.bind_agent(
+            thread_id, owner_id, named, lock_timeout_ms=self.lock_timeout_ms
+        ):
+            return named
+        current = await repo.binding(thread_id, owner_id)
+        if current is not None and current[0] == named:
+            return named
+        fixed = current[0] if current is not None else agent_id
+        raise AgentMismatch(
+            f"this thread runs agent {fixed!r}, not {named!r} (a thread's agent is fixed "
+            "where it was chosen)"
+        )
+
+    def _accepted(self, row: AcceptedRow) -> Accepted:
         if not row.replayed and self.on_enqueued is not None:
             self.on_enqueued()
         return Accepted(request_id=row.request_id, message_id=row.message_id, seq=row.seq)

@@ -7,19 +7,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import structlog
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.compression.workdir import Workdir
 from app.db.models import Conversation, Message
 from app.domain.agents import DEFAULT_AGENT_ID
-from app.domain.errors import ThreadBusy, ValidationFailed
+from app.domain.errors import AlreadyExists, NotFound, ThreadBusy, ValidationFailed
 from app.domain.states import ThreadStatus
 from app.repositories.agent_state import AgentStateRepository
-from app.repositories.conversations import ACTIVE_THREAD_STATUSES, ConversationRepository
+from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRequestRepository
 
@@ -76,17 +77,48 @@ class ThreadService:
         agent_id: str | None,
         title: str,
         metadata: dict[str, Any] | None = None,
+        thread_id: uuid.UUID | None = None,
+        if_exists: Literal["raise", "do_nothing"] = "raise",
+        agent_chosen: bool = True,
     ) -> ThreadView:
-        """``agent_id``: a registered agent (else ``UnknownAgent``), None for the default."""
+        """``agent_id``: a registered agent (else ``UnknownAgent``), None for the default.
+        ``thread_id``: a client-chosen id (taken: ``AlreadyExists``, or with ``do_nothing`` the
+        owner's existing thread as it is). ``agent_chosen`` False (a LangGraph thread created
+        without an assistant): the thread's first run chooses its agent."""
         check_metadata(metadata or {})
         if self.agents is not None:
             agent_id = self.agents.agent_for_new_thread(agent_id)
         agent_id = agent_id or DEFAULT_AGENT_ID
-        async with self.sessions() as session, session.begin():
-            conv = await ConversationRepository(session).create(
-                owner_id=owner_id, agent_id=agent_id, title=title, metadata=metadata
-            )
-            return ThreadView(conv, "idle")
+        if thread_id is not None and if_exists == "do_nothing":
+            async with self.sessions() as session:
+                existing = await ConversationRepository(session).get(thread_id)
+            if existing is not None and existing.owner_id == owner_id:
+                return await self.view(thread_id, owner_id)
+        try:
+            async with self.sessions() as session, session.begin():
+                conv = await ConversationRepository(session).create(
+                    owner_id=owner_id,
+                    agent_id=agent_id,
+                    title=title,
+                    metadata=metadata,
+                    thread_id=thread_id,
+                    agent_bound=agent_chosen,
+                )
+                return ThreadView(conv, "idle")
+        except IntegrityError as exc:  # the client-chosen id is taken
+            if if_exists == "do_nothing":
+                view = await self._view_if_owned(thread_id, owner_id)
+                if view is not None:
+                    return view
+            raise AlreadyExists(f"thread {thread_id} already exists") from exc
+
+    async def _view_if_owned(self, thread_id: uuid.UUID | None, owner_id: str) -> ThreadView | None:
+        if thread_id is None:
+            return None
+        try:
+            return await self.view(thread_id, owner_id)
+        except NotFound:
+            return None
 
     async def view(self, thread_id: uuid.UUID, owner_id: str) -> ThreadView:
         async with self.sessions() as session:
@@ -116,28 +148,31 @@ class ThreadService:
         *,
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
+        merge: bool = False,
     ) -> ThreadView:
-        """Title and/or metadata (replaced whole); under the thread lock like every write."""
+        """Title and/or metadata (replaced whole, or with ``merge`` merged into the thread's:
+        LangGraph's PATCH); under the thread lock like every write."""
         values: dict[str, Any] = {}
         if title is not None:
             values["title"] = title
-        if metadata is not None:
-            check_metadata(metadata)
-            values["meta"] = metadata
         async with self.sessions() as session, session.begin():
             repo = ConversationRepository(session)
             conv = await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            if metadata is not None:
+                values["meta"] = {**conv.meta, **metadata} if merge else metadata
+                check_metadata(values["meta"])
             if values:
                 conv = await repo.update(thread_id, **values)
             return ThreadView(conv, (await repo.statuses([conv.id]))[conv.id])
 
     async def delete(self, thread_id: uuid.UUID, owner_id: str) -> None:
-        """Refused while a run is active: deleting under a running agent would lose its output."""
+        """Refused while a run is running: deleting under a working agent would lose its output.
+        A run waiting for approval goes with its thread (nobody works on it), as on LangGraph."""
         async with self.sessions() as session, session.begin():
             repo = ConversationRepository(session)
             await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
-            if await repo.status(thread_id) in ACTIVE_THREAD_STATUSES:
-                raise ThreadBusy("the thread has an active run; cancel it first")
+            if await repo.status(thread_id) == "running":
+                raise ThreadBusy("the thread has a running run; cancel it first")
             await repo.delete(thread_id)
         # The rows are gone (the thread is 404 from here on); now its model state and files.
         try:

@@ -7,7 +7,6 @@ import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Annotated, Any
-from urllib.parse import urlencode
 
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
@@ -40,6 +39,7 @@ def run_input(data: RunCreateIn) -> RunInput:
     checkpoint_id = data.checkpoint.checkpoint_id if data.checkpoint else data.checkpoint_id
     common: dict[str, Any] = {
         "assistant_id": data.assistant_id,
+        "stream_modes": tuple(modes_of(data.stream_mode)),
         "multitask_strategy": data.multitask_strategy,
         "if_not_exists": data.if_not_exists,
         "checkpoint_id": checkpoint_id,
@@ -71,9 +71,10 @@ def run_path(run: LangGraphRun) -> str:
     return f"/threads/{run.thread_id}/runs/{run.run_id}"
 
 
-def stream_location(run: LangGraphRun, modes: Sequence[str]) -> str:
-    """The join stream; it names the modes, so a reconnect gets the parts it asked for."""
-    return f"{run_path(run)}/stream?{urlencode([('stream_mode', m) for m in modes])}"
+def stream_location(run: LangGraphRun) -> str:
+    """The join stream (as LangGraph's server names it); joined without modes it replays the
+    run's own, so a reconnect gets the parts it asked for."""
+    return f"{run_path(run)}/stream"
 
 
 async def final_values(parts: AsyncIterator[Part | None]) -> dict[str, Any]:
@@ -126,7 +127,7 @@ class LangGraphRunController(Controller):
             _frames(parts, lease, lg_runs if cancel else None, run, principal, followers),
             headers={
                 "Content-Location": run_path(run),
-                "Location": stream_location(run, modes),
+                "Location": stream_location(run),
             },
         )
 
@@ -257,7 +258,7 @@ class LangGraphRunController(Controller):
         parts = lg_streams.parts(
             run,
             principal,
-            stream_mode or DEFAULT_JOIN_MODES,
+            stream_mode or run.stream_modes or DEFAULT_JOIN_MODES,
             after=after,
             with_ids=True,
             keepalive=KEEPALIVE_SECONDS,

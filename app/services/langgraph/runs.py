@@ -4,18 +4,26 @@ so a queued one is ``pending``); a ``command.resume`` answers the thread's inter
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunStatus
-from app.domain.errors import NotFound, NotImplementedHere, ThreadBusy, ValidationFailed
+from app.domain.errors import (
+    AgentMismatch,
+    NotFound,
+    NotImplementedHere,
+    ThreadBusy,
+    ValidationFailed,
+)
 from app.repositories.conversations import ConversationRepository
-from app.repositories.intake import IntakeRepository
+from app.repositories.run_events import RunEventRepository
 from app.repositories.runs import RunRepository, RunRequestRepository
+from app.services.intake import IntakeService, RunAsk
 from app.services.langgraph.assistants import find_agent
 from app.services.langgraph.shapes import (
     LangGraphRunStatus,
@@ -40,31 +48,50 @@ class RunInput:
     multitask_strategy: Literal["enqueue", "reject"] = "enqueue"
     if_not_exists: Literal["reject", "create"] = "reject"
     checkpoint_id: str | None = None
+    #: The stream modes the run was created with (a join stream without modes replays these).
+    stream_modes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class LangGraphRun:
-    """A LangGraph run: a run request (``request``), or a resume of an interrupted ``run``."""
+    """A LangGraph run: a run request (``request``), or a resume of an interrupted ``run``
+    (LangGraph lists a resume as a run of its own: its id is the agent run's)."""
 
     run_id: uuid.UUID
     thread_id: uuid.UUID
+    #: The thread's agent (``conversations.agent_id``, the one home of it).
     assistant_id: str
     request: AgentRunRequest | None
     run: AgentRun | None
+    #: When the agent run was last resumed (None: never).
+    resumed_at: datetime | None = None
 
     @property
     def status(self) -> LangGraphRunStatus:
         if self.request is not None:
+            if self.resumed_at is not None:
+                return "success"  # it ended at its interrupt; the resume is a run of its own
             return run_status(self.request, self.run)
         assert self.run is not None
         return agent_run_status(self.run)
 
+    @property
+    def stream_modes(self) -> list[str]:
+        """The modes the run was created with ([] when it named none, or for a resume)."""
+        if self.request is None:
+            return []
+        return [str(m) for m in self.request.payload.get("stream_mode") or []]
+
     def json(self) -> dict[str, Any]:
-        created = self.request.created_at if self.request is not None else None
-        if created is None:
+        if self.request is not None:
+            created: datetime = self.request.created_at
+            updated = self.run.started_at if self.run is not None else None
+            if self.run is not None and self.resumed_at is None:
+                updated = self.run.finished_at or updated
+        else:
             assert self.run is not None
-            created = self.run.created_at
-        updated = self.run.finished_at or self.run.started_at if self.run is not None else None
+            created = self.resumed_at or self.run.created_at
+            updated = self.run.finished_at
         return run_json(
             self.run_id,
             self.thread_id,
@@ -72,7 +99,7 @@ class LangGraphRun:
             self.status,
             created,
             updated,
-            run_failure(self.run),
+            run_failure(self.run if self.request is None or self.resumed_at is None else None),
         )
 
 
@@ -118,23 +145,21 @@ class LangGraphRunService:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        lock_timeout_ms: int,
         threads: LangGraphThreadService,
+        intake: IntakeService,
         runs: RunService,
         agents: AgentRegistry,
-        on_enqueued: Callable[[], None] | None = None,
     ) -> None:
         self.sessions = sessions
-        self.lock_timeout_ms = lock_timeout_ms
         self.threads = threads
+        self.intake = intake
         self.runs = runs
         self.agents = agents
-        self.on_enqueued = on_enqueued
 
     async def start(self, thread_id: uuid.UUID, owner_id: str, ask: RunInput) -> LangGraphRun:
+        """New input through /v1's intake use case (the same lock, queue and agent rule);
+        ``command.resume`` through /v1's resume."""
         agent = find_agent(self.agents, ask.assistant_id)
-        if ask.text is not None:  # new input its agent cannot run now is refused (409)
-            self.agents.require_available(agent.id)
         await self._ensure_thread(thread_id, owner_id, ask.if_not_exists)
         if ask.checkpoint_id is not None:
             head = await self.threads.head_checkpoint_id(thread_id)
@@ -144,56 +169,55 @@ class LangGraphRunService:
                 )
         if ask.text is None:
             return await self._resume(thread_id, owner_id, agent.id, ask.resume)
-        async with self.sessions() as session, session.begin():
-            conversations = ConversationRepository(session)
-            conv = await conversations.lock(
-                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
-            )
-            if (
-                ask.multitask_strategy == "reject"
-                and await conversations.status(thread_id) != "idle"
-            ):
-                raise ThreadBusy("the thread has a run or queued input (multitask_strategy=reject)")
-            await self._bind_assistant(session, conv.meta, thread_id, agent.id)
-            row = await IntakeRepository(await session.connection()).accept_user_message(
-                thread_id,
-                owner_id,
+        accepted = await self.intake.post_run(
+            thread_id,
+            owner_id,
+            RunAsk(
                 ask.text,
-                lock_timeout_ms=self.lock_timeout_ms,
+                agent_id=agent.id,
                 lc_id=ask.message_id,
-            )
-        if self.on_enqueued is not None:
-            self.on_enqueued()
-        return await self.get(thread_id, row.request_id, owner_id)
+                only_if_idle=ask.multitask_strategy == "reject",
+                extra={"stream_mode": list(ask.stream_modes)} if ask.stream_modes else {},
+            ),
+        )
+        return await self.get(thread_id, accepted.request_id, owner_id)
 
     async def get(self, thread_id: uuid.UUID, run_id: uuid.UUID, owner_id: str) -> LangGraphRun:
         """By request id (a run as created), else by agent run id (a resume)."""
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            assistant = str(conv.meta.get("assistant_id") or conv.agent_id)
             request = await RunRequestRepository(session).get(run_id)
             if request is not None and request.thread_id == thread_id:
                 run = await RunRepository(session).for_request(run_id)
-                return LangGraphRun(run_id, thread_id, assistant, request, run)
-            run = await RunRepository(session).get(run_id)
-            if run is not None and run.thread_id == thread_id:
-                return LangGraphRun(run_id, thread_id, assistant, None, run)
-        raise NotFound(f"run {run_id} not found")
+            else:
+                request, run = None, await RunRepository(session).get(run_id)
+                if run is None or run.thread_id != thread_id:
+                    raise NotFound(f"run {run_id} not found")
+            resumed = await RunEventRepository(session).resumed_at([run.id] if run else [])
+            return LangGraphRun(
+                run_id, thread_id, conv.agent_id, request, run, resumed.get(run.id) if run else None
+            )
 
     async def list(
         self, thread_id: uuid.UUID, owner_id: str, *, limit: int, offset: int
     ) -> list[LangGraphRun]:
+        """Newest first: per request, its resume (when its run was resumed), then the request's
+        own run. Three queries, whatever the page's size."""
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            assistant = str(conv.meta.get("assistant_id") or conv.agent_id)
             requests = await RunRequestRepository(session).list_for_thread(
-                thread_id, limit=limit, offset=offset
+                thread_id, limit=offset + limit
             )
-            runs = RunRepository(session)
-            return [
-                LangGraphRun(r.id, thread_id, assistant, r, await runs.for_request(r.id))
-                for r in requests
-            ]
+            runs = await RunRepository(session).for_requests([r.id for r in requests])
+            resumed = await RunEventRepository(session).resumed_at([r.id for r in runs.values()])
+        out: list[LangGraphRun] = []
+        for request in requests:
+            run = runs.get(request.id)
+            at = resumed.get(run.id) if run is not None else None
+            if run is not None and at is not None:
+                out.append(LangGraphRun(run.id, thread_id, conv.agent_id, None, run, at))
+            out.append(LangGraphRun(request.id, thread_id, conv.agent_id, request, run, at))
+        return out[offset : offset + limit]
 
     async def cancel(self, thread_id: uuid.UUID, run_id: uuid.UUID, owner_id: str) -> None:
         """A pending run is withdrawn from the queue; a running or interrupted one cancelled
@@ -220,47 +244,24 @@ class LangGraphRunService:
             "runs that ran are kept as the thread's history and cannot be deleted"
         )
 
-    async def dispatched_run(self, request_id: uuid.UUID) -> tuple[RequestStatus, AgentRun | None]:
-        async with self.sessions() as session:
-            request = await RunRequestRepository(session).get(request_id)
-            if request is None:
-                raise NotFound(f"run {request_id} not found")
-            return request.status, await RunRepository(session).for_request(request_id)
-
     async def _resume(
         self, thread_id: uuid.UUID, owner_id: str, assistant_id: str, resume: Any
     ) -> LangGraphRun:
         decisions = resume_decisions(resume)
         async with self.sessions() as session:
-            await ConversationRepository(session).get_owned(thread_id, owner_id)
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
             latest: Sequence[AgentRun] = await RunRepository(session).list_for_thread(
                 thread_id, limit=1
             )
+        if conv.agent_id != assistant_id:
+            raise AgentMismatch(f"this thread runs agent {conv.agent_id!r}, not {assistant_id!r}")
         if not latest or latest[0].status != RunStatus.INTERRUPTED:
             raise ValidationFailed("the thread has no interrupted run to resume", field="command")
         run = await self.runs.resume(latest[0].id, owner_id, decisions)
-        return LangGraphRun(run.id, thread_id, assistant_id, None, run)
+        return await self.get(thread_id, run.id, owner_id)
 
     async def _ensure_thread(self, thread_id: uuid.UUID, owner_id: str, if_not_exists: str) -> None:
-        async with self.sessions() as session:
-            exists = await ConversationRepository(session).get(thread_id)
-        if exists is None and if_not_exists == "create":
+        if if_not_exists == "create":
             await self.threads.create(
                 owner_id, thread_id=thread_id, metadata={}, if_exists="do_nothing"
             )
-
-    @staticmethod
-    async def _bind_assistant(
-        session: AsyncSession, meta: dict[str, Any], thread_id: uuid.UUID, agent_id: str
-    ) -> None:
-        """The first run names the thread's assistant in its metadata (Agent Chat UI lists
-        threads by ``graph_id``); the thread's agent is then fixed."""
-        if meta.get("graph_id") == agent_id and meta.get("assistant_id") == agent_id:
-            return
-        if "assistant_id" in meta and meta["assistant_id"] != agent_id:
-            raise ValidationFailed(
-                f"this thread runs assistant {meta['assistant_id']!r}, not {agent_id!r}",
-                field="assistant_id",
-            )
-        merged = {**meta, "graph_id": agent_id, "assistant_id": agent_id}
-        await ConversationRepository(session).update(thread_id, meta=merged, agent_id=agent_id)

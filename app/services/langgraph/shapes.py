@@ -142,12 +142,10 @@ def run_json(
     }
 
 
-def thread_status(view_status: str, last_run: AgentRun | None) -> LangGraphThreadStatus:
+def thread_status(view_status: str, last_run_failed: bool) -> LangGraphThreadStatus:
     """idle | busy (running or queued input) | interrupted | error (the last run failed)."""
     if view_status in ("running", "queued"):
         return "busy"
     if view_status == "interrupted":
         return "interrupted"
-    if last_run is not None and last_run.status == RunStatus.FAILED:
-        return "error"
-    return "idle"
+    return "error" if last_run_failed else "idle"

@@ -23,7 +23,7 @@ from app.db.models import Message, RequestStatus, RunEvent
 from app.domain.errors import ValidationFailed
 from app.repositories.messages import MessageRepository
 from app.repositories.run_events import RunEventRepository
-from app.services.langgraph.runs import LangGraphRun, LangGraphRunService
+from app.services.langgraph.runs import LangGraphRun
 from app.services.langgraph.shapes import (
     MODEL_NODE,
     chunk_json,
@@ -31,13 +31,12 @@ from app.services.langgraph.shapes import (
     message_json,
     node_of,
 )
+from app.services.langgraph.threads import chat_history
 from app.services.run_feed import RunFeed
 
 #: Stream modes with parts of their own; the others (events, debug, tasks, checkpoints) are
 #: accepted and silent. ``messages`` (the legacy mode) is served like ``messages-tuple``.
 SERVED_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom"})
-#: How often a pending run's stream looks whether a worker took it.
-DISPATCH_POLL_SECONDS = 0.1
 _PART_ID = re.compile(r"([0-9]{1,16})(?:-([0-9]{1,6}))?")
 
 
@@ -139,11 +138,9 @@ class LangGraphStreams:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        runs: LangGraphRunService,
         feed: RunFeed,
     ) -> None:
         self.sessions = sessions
-        self.runs = runs
         self.feed = feed
 
     async def parts(
@@ -163,11 +160,12 @@ class LangGraphStreams:
         agent_run = run.run
         while agent_run is None:  # pending: wait (FIFO) for a worker to take it
             assert run.request is not None
-            status, agent_run = await self.runs.dispatched_run(run.request.id)
-            if status == RequestStatus.CANCELLED or stop.is_set():
+            view = await self.feed.wait_request(run.request.id, owner_id, keepalive, stop=stop)
+            if view.request.status == RequestStatus.CANCELLED or stop.is_set():
                 return
+            agent_run = view.run
             if agent_run is None:
-                await asyncio.sleep(DISPATCH_POLL_SECONDS)
+                yield None  # still queued: a keep-alive
         start = after.event_id
         if run.request is None and start == 0:  # a resume: from the run's latest ``resumed``
             start = await self._resumed_at(agent_run.id)
@@ -204,15 +202,13 @@ class LangGraphStreams:
         return [found]
 
     async def _history_until(self, run: LangGraphRun) -> list[Message]:
-        """The history as the run's first part shows it: up to the run's own input (later
-        queued input is left out)."""
+        """The history as the run's first part shows it: up to the run's own input (queued
+        input is not there yet; a finished run joined late does not show what came after)."""
         async with self.sessions() as session:
-            rows = await MessageRepository(session).list(run.thread_id, limit=10_000)
-        own = next(
-            (m.seq for m in rows if run.request is not None and m.request_id == run.request.id),
-            None,
-        )
-        return [m for m in rows if own is None or m.role != "user" or m.seq <= own]
+            rows = await chat_history(session, run.thread_id)
+        asked = run.request.id if run.request is not None else None
+        own = next((i for i, m in enumerate(rows) if asked and m.request_id == asked), None)
+        return rows if own is None else rows[: own + 1]
 
     async def _resumed_at(self, agent_run_id: uuid.UUID) -> int:
         async with self.sessions() as session:

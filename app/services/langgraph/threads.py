@@ -3,33 +3,99 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
-from app.db.models import AgentRun, Conversation, RunStatus
-from app.domain.errors import AlreadyExists, NotImplementedHere, ThreadBusy
+from app.db.models import AgentRun, Conversation, Message, RunStatus
+from app.domain.errors import (
+    AgentMismatch,
+    NotImplementedHere,
+    ThreadBusy,
+    UnknownAgent,
+    ValidationFailed,
+)
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
-from app.repositories.conversations import ConversationRepository
+from app.repositories.conversations import ConversationRepository, StatusFilter
 from app.repositories.messages import MessageRepository
-from app.repositories.runs import RunRepository, RunRequestRepository
+from app.repositories.runs import RunRepository
 from app.services.agent_state import AgentStateService
 from app.services.langgraph.shapes import (
     LangGraphThreadStatus,
     interrupt_json,
     iso,
-    messages_json,
+    message_json,
     thread_status,
 )
-from app.services.threads import ThreadService, check_metadata
+from app.services.threads import ThreadService
 
 #: The most messages a thread's ``values`` carries (a chat UI's whole history).
 MAX_HISTORY = 10_000
-#: How many threads a status-filtered search scans (status is computed, not a column).
-STATUS_SCAN = 1_000
+
+#: Thread metadata keys that are the thread's agent (LangGraph clients read and filter on
+#: them), derived from ``conversations.agent_id``: never stored as the client's metadata.
+AGENT_KEYS = ("graph_id", "assistant_id")
+#: A LangGraph thread status as a filter on Threadkeeper's (one busy answer).
+STATUS_FILTERS: dict[LangGraphThreadStatus, StatusFilter] = {
+    "busy": StatusFilter(("running", "queued")),
+    "interrupted": StatusFilter(("interrupted",)),
+    "idle": StatusFilter(("idle",), last_run_failed=False),
+    "error": StatusFilter(("idle",), last_run_failed=True),
+}
+
+
+def split_agent_keys(metadata: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The client's own metadata, and the agent ``graph_id`` / ``assistant_id`` name (they
+    must agree when both are sent)."""
+    own = {k: v for k, v in metadata.items() if k not in AGENT_KEYS}
+    named = {str(metadata[k]) for k in AGENT_KEYS if k in metadata}
+    if len(named) > 1:
+        raise ValidationFailed("graph_id and assistant_id name different agents", field="metadata")
+    return own, next(iter(named), None)
+
+
+def thread_metadata(conv: Conversation) -> dict[str, Any]:
+    """The client's metadata plus ``graph_id`` / ``assistant_id``: the thread's agent, once
+    chosen (what Agent Chat UI lists threads by)."""
+    if not conv.agent_bound:
+        return dict(conv.meta)
+    return {**conv.meta, "graph_id": conv.agent_id, "assistant_id": conv.agent_id}
+
+
+async def langgraph_statuses(
+    session: AsyncSession, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, LangGraphThreadStatus]:
+    """idle | busy (running or queued input) | interrupted | error (the last run failed)."""
+    repo = ConversationRepository(session)
+    views = await repo.statuses(ids)
+    failed = await repo.last_runs_failed([t for t, s in views.items() if s == "idle"])
+    return {t: thread_status(s, t in failed) for t, s in views.items()}
+
+
+async def chat_history(session: AsyncSession, thread_id: uuid.UUID) -> list[Message]:
+    """The history as LangGraph shows it: a run's input enters when its run starts (input still
+    queued, or withdrawn, is not there yet), right before that run's first message."""
+    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
+    asked = [m.request_id for m in rows if m.role == "user" and m.request_id is not None]
+    run_of = {r: run.id for r, run in (await RunRepository(session).for_requests(asked)).items()}
+    first_seq: dict[uuid.UUID, int] = {}
+    for m in rows:
+        if m.run_id is not None:
+            first_seq.setdefault(m.run_id, m.seq)
+    end = (rows[-1].seq + 1) if rows else 0
+
+    def place(m: Message) -> tuple[int, int, int]:
+        if m.role != "user" or m.request_id is None:
+            return (m.seq, 1, m.seq)
+        return (first_seq.get(run_of[m.request_id], end), 0, m.seq)
+
+    started = [
+        m for m in rows if m.role != "user" or m.request_id is None or m.request_id in run_of
+    ]
+    return sorted(started, key=place)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,77 +132,74 @@ class LangGraphThreadService:
         metadata: dict[str, Any],
         if_exists: Literal["raise", "do_nothing"] = "raise",
     ) -> dict[str, Any]:
-        check_metadata(metadata)
-        if thread_id is not None:
-            async with self.sessions() as session:
-                existing = await ConversationRepository(session).get(thread_id)
-            if existing is not None:
-                if if_exists == "do_nothing" and existing.owner_id == owner_id:
-                    return await self.get(thread_id, owner_id)
-                raise AlreadyExists(f"thread {thread_id} already exists")
-        try:
-            async with self.sessions() as session, session.begin():
-                conv = await ConversationRepository(session).create(
-                    owner_id=owner_id,
-                    agent_id=self.agents.default_id,
-                    title="",
-                    metadata=metadata,
-                    thread_id=thread_id,
-                )
-        except IntegrityError as exc:  # created concurrently under the same id
-            raise AlreadyExists(f"thread {thread_id} already exists") from exc
-        return await self.get(conv.id, owner_id)
+        """``metadata.graph_id`` (what ``threads.create(graph_id=...)`` sends) or
+        ``assistant_id`` chooses the thread's agent; without either its first run does."""
+        own, named = split_agent_keys(metadata)
+        if named is not None and self.agents.info(named) is None:
+            raise UnknownAgent(f"assistant {named!r} is not a registered agent")
+        view = await self.threads.create(
+            owner_id=owner_id,
+            agent_id=named,
+            title="",
+            metadata=own,
+            thread_id=thread_id,
+            if_exists=if_exists,
+            agent_chosen=named is not None,
+        )
+        return await self.get(view.conversation.id, owner_id)
 
     async def get(self, thread_id: uuid.UUID, owner_id: str) -> dict[str, Any]:
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            return (await self._threads_json(session, [conv]))[0]
+            return (await self._threads_json(session, [conv], full=True))[0]
 
     async def patch(
         self, thread_id: uuid.UUID, owner_id: str, metadata: dict[str, Any]
     ) -> dict[str, Any]:
-        """LangGraph's PATCH merges ``metadata`` into the thread's (under the row lock)."""
-        async with self.sessions() as session, session.begin():
-            repo = ConversationRepository(session)
-            conv = await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
-            merged = {**conv.meta, **metadata}
-            check_metadata(merged)
-            await repo.update(thread_id, meta=merged)
+        """LangGraph's PATCH merges ``metadata`` into the thread's (ThreadService's merge).
+        ``graph_id`` / ``assistant_id`` are the thread's agent, not metadata: naming another
+        agent is ``agent_mismatch``."""
+        own, named = split_agent_keys(metadata)
+        if named is not None:
+            view = await self.threads.view(thread_id, owner_id)
+            if view.conversation.agent_bound and named != view.conversation.agent_id:
+                raise AgentMismatch(
+                    f"this thread runs agent {view.conversation.agent_id!r}, not {named!r}"
+                )
+        await self.threads.update(thread_id, owner_id, metadata=own, merge=True)
         return await self.get(thread_id, owner_id)
 
     async def delete(self, thread_id: uuid.UUID, owner_id: str) -> None:
         await self.threads.delete(thread_id, owner_id)
 
     async def search(self, owner_id: str, query: ThreadSearch) -> list[dict[str, Any]]:
+        """One page in a few queries: no thread's full history is read (``values`` holds each
+        thread's first message, what a thread list shows)."""
+        own, named = split_agent_keys(query.metadata or {})
         async with self.sessions() as session:
-            repo = ConversationRepository(session)
-            filtered = query.status is not None
-            rows = await repo.search_owned(
+            rows = await ConversationRepository(session).search_owned(
                 owner_id,
-                metadata=query.metadata,
+                metadata=own or None,
                 ids=query.ids,
-                limit=STATUS_SCAN if filtered else query.limit,
-                offset=0 if filtered else query.offset,
+                agent_id=named,
+                status=STATUS_FILTERS[query.status] if query.status else None,
+                limit=query.limit,
+                offset=query.offset,
                 sort_by=query.sort_by,
                 descending=query.sort_order == "desc",
             )
-            if not filtered:
-                return await self._threads_json(session, rows)
-            statuses = await self._statuses(session, rows)
-            kept = [c for c in rows if statuses[c.id] == query.status]
-            page = kept[query.offset : query.offset + query.limit]
-            return await self._threads_json(session, page)
+            return await self._threads_json(session, rows, full=False)
 
     async def count(self, owner_id: str, query: ThreadSearch) -> int:
+        own, named = split_agent_keys(query.metadata or {})
         async with self.sessions() as session:
-            repo = ConversationRepository(session)
-            if query.status is None:
-                return await repo.count_owned(owner_id, metadata=query.metadata, ids=query.ids)
-            rows = await repo.search_owned(
-                owner_id, metadata=query.metadata, ids=query.ids, limit=STATUS_SCAN, offset=0
+            return await ConversationRepository(session).count_owned(
+                owner_id,
+                metadata=own or None,
+                ids=query.ids,
+                agent_id=named,
+                status=STATUS_FILTERS[query.status] if query.status else None,
             )
-            statuses = await self._statuses(session, rows)
-            return sum(1 for c in rows if statuses[c.id] == query.status)
 
     async def state(self, thread_id: uuid.UUID, owner_id: str) -> dict[str, Any]:
         """The head state: ``values.messages`` is the FULL history (what a chat UI shows); the
@@ -188,7 +251,7 @@ class LangGraphThreadService:
                 if snapshot.parent_checkpoint_id
                 else None
             ),
-            "metadata": {**conv.meta, "source": "loop", "step": len(history)},
+            "metadata": {**thread_metadata(conv), "source": "loop", "step": len(history)},
             "created_at": snapshot.created_at or iso(conv.updated_at),
             "interrupts": interrupts,
         }
@@ -236,45 +299,41 @@ class LangGraphThreadService:
         return [interrupt_json(run.interrupt, str(run.id))]
 
     async def _history(self, session: AsyncSession, thread_id: uuid.UUID) -> list[dict[str, Any]]:
-        rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
-        asked = [m.request_id for m in rows if m.request_id is not None]
-        withdrawn = await RunRequestRepository(session).cancelled_among(asked)
-        return messages_json(rows, withdrawn)
+        return [message_json(m) for m in await chat_history(session, thread_id)]
 
     @staticmethod
     async def _last_run(session: AsyncSession, thread_id: uuid.UUID) -> AgentRun | None:
         runs = await RunRepository(session).list_for_thread(thread_id, limit=1)
         return runs[0] if runs else None
 
-    async def _statuses(
-        self, session: AsyncSession, rows: list[Conversation] | Any
-    ) -> dict[uuid.UUID, LangGraphThreadStatus]:
-        views = await ConversationRepository(session).statuses([c.id for c in rows])
-        out: dict[uuid.UUID, LangGraphThreadStatus] = {}
-        for c in rows:
-            last = await self._last_run(session, c.id) if views[c.id] == "idle" else None
-            out[c.id] = thread_status(views[c.id], last)
-        return out
-
-    async def _threads_json(self, session: AsyncSession, rows: Any) -> list[dict[str, Any]]:
-        statuses = await self._statuses(session, rows)
+    async def _threads_json(
+        self, session: AsyncSession, rows: Sequence[Conversation], *, full: bool
+    ) -> list[dict[str, Any]]:
+        """``full``: ``values.messages`` is the whole history (one thread); else only the
+        first message of each (one query for the page)."""
+        ids = [c.id for c in rows]
+        statuses = await langgraph_statuses(session, ids)
+        latest = await RunRepository(session).latest_for_threads(ids)
+        if full:
+            firsts = {c.id: await chat_history(session, c.id) for c in rows}
+        else:
+            opening = await MessageRepository(session).first_of_threads(ids)
+            firsts = {t: [m] for t, m in opening.items()}
         out = []
         for c in rows:
-            history = await self._history(session, c.id)
+            run = latest.get(c.id)
             interrupts: dict[str, Any] = {}
-            if statuses[c.id] == "interrupted":
-                run = await self._last_run(session, c.id)
-                if run is not None and run.interrupt is not None:
-                    interrupts = {str(run.id): [interrupt_json(run.interrupt, str(run.id))]}
+            if statuses[c.id] == "interrupted" and run is not None and run.interrupt is not None:
+                interrupts = {str(run.id): [interrupt_json(run.interrupt, str(run.id))]}
             out.append(
                 {
                     "thread_id": str(c.id),
                     "created_at": iso(c.created_at),
                     "updated_at": iso(c.updated_at),
-                    "metadata": c.meta,
+                    "metadata": thread_metadata(c),
                     "status": statuses[c.id],
                     "config": {},
-                    "values": {"messages": history},
+                    "values": {"messages": [message_json(m) for m in firsts.get(c.id, [])]},
                     "interrupts": interrupts,
                     "error": None,
                 }

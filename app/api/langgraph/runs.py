@@ -244,8 +244,10 @@ class LangGraphRunController(Controller):
         stream_mode: list[str] | None = None,
         cancel_on_disconnect: bool = False,
     ) -> ServerSentEvent:
-        """Replays the run from the start, or after ``Last-Event-ID``; a finished run's stream
-        ends at once after its parts, so clients stop reconnecting."""
+        """Replays the run from the start, or after ``Last-Event-ID``, in the modes named, else
+        the run's own; a finished run's stream ends at once after its parts, so clients stop
+        reconnecting. (langgraph-sdk sends ``stream_mode=`` empty when it names none.)"""
+        named = [m for m in stream_mode or [] if m]
         principal = principal_of(request)
         after = parse_last_event_id(request.headers.get("last-event-id"))
         followers: Followers = request.app.state.followers
@@ -258,7 +260,7 @@ class LangGraphRunController(Controller):
         parts = lg_streams.parts(
             run,
             principal,
-            stream_mode or run.stream_modes or DEFAULT_JOIN_MODES,
+            named or run.stream_modes or DEFAULT_JOIN_MODES,
             after=after,
             with_ids=True,
             keepalive=KEEPALIVE_SECONDS,

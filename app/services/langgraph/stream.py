@@ -4,7 +4,8 @@
 persisted messages -> ``updates`` / ``values`` (the full history so far); compression ->
 ``custom`` ``threadkeeper.compression``; an approval interrupt -> ``__interrupt__`` in
 ``values``/``updates``; a failure -> ``error {error, message}``. Then the stream ends (no
-``end`` event). Part ids are ``<event id>-<n>`` (the n-th part made from that event), so a
+``end`` event). Part ids are ``<event id>-<n>`` (the n-th part made from that event; the
+state the run starts from is ``0-0``), so a
 ``Last-Event-ID`` resumes exactly after the part the client saw.
 """
 
@@ -170,8 +171,9 @@ class LangGraphStreams:
         if run.request is None and start == 0:  # a resume: from the run's latest ``resumed``
             start = await self._resumed_at(agent_run.id)
         state.history = await self._history_until(run)
-        if "values" in state.modes and after.event_id == 0:
-            yield state.values()
+        if "values" in state.modes and after.event_id == 0 and after.index < 0:
+            first_values = state.values()  # the state the run starts from: before any event
+            yield Part(first_values.event, first_values.data, "0-0" if with_ids else None)
         # Resuming inside an event (some of its parts were seen): read that event again.
         first = max(0, start - 1) if after.index >= 0 else start
         feed = self.feed.follow(agent_run.id, owner_id, first, keepalive=keepalive, stop=stop)

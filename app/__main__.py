@@ -73,7 +73,10 @@ def _migrate(_: argparse.Namespace) -> None:
     from app.db.migrate import upgrade_head
 
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
-    upgrade_head(resolve_database_url(settings.database))
+    db = settings.database
+    # Migrations take the direct URL when DATABASE_URL goes through a transaction pooler.
+    url = db.session_url or resolve_database_url(db)
+    upgrade_head(url, transaction_pooler=db.transaction_pooler and not db.session_url)
     structlog.get_logger().info("migrated")
 
 

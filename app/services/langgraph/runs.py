@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunStatus
+from app.db.run_events import hitl_request
 from app.domain.errors import NotFound, NotImplementedHere, ThreadBusy, ValidationFailed
 from app.repositories.conversations import ConversationRepository
 from app.repositories.intake import IntakeRepository
@@ -230,7 +231,6 @@ class LangGraphRunService:
     async def _resume(
         self, thread_id: uuid.UUID, owner_id: str, assistant_id: str, resume: Any
     ) -> LangGraphRun:
-        decisions = resume_decisions(resume)
         async with self.sessions() as session:
             await ConversationRepository(session).get_owned(thread_id, owner_id)
             latest: Sequence[AgentRun] = await RunRepository(session).list_for_thread(
@@ -238,7 +238,10 @@ class LangGraphRunService:
             )
         if not latest or latest[0].status != RunStatus.INTERRUPTED:
             raise ValidationFailed("the thread has no interrupted run to resume", field="command")
-        run = await self.runs.resume(latest[0].id, owner_id, decisions)
+        if hitl_request(latest[0].interrupt) is None:  # a graph's own interrupt(value)
+            run = await self.runs.resume(latest[0].id, owner_id, None, value=resume)
+        else:
+            run = await self.runs.resume(latest[0].id, owner_id, resume_decisions(resume))
         return LangGraphRun(run.id, thread_id, assistant_id, None, run)
 
     async def _ensure_thread(self, thread_id: uuid.UUID, owner_id: str, if_not_exists: str) -> None:

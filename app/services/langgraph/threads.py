@@ -149,12 +149,14 @@ class LangGraphThreadService:
         view = await self.agent_state.view(thread_id, owner_id)
         interrupts = self._interrupts(active, snapshot)
         values: dict[str, Any] = {
+            **view.values,  # a graph of the user's own: its other state keys, as it keeps them
             "messages": history,
             "threadkeeper": {
                 "model_view": view.messages,
                 "input_tokens": view.input_tokens,
                 "summary_threshold": view.summary_threshold,
                 "pressure": view.pressure,
+                "pressure_reason": view.pressure_reason,
                 "compression_suggested": view.compression_suggested,
                 "summary_present": view.summary_present,
                 "summarized_messages": view.summarized_messages,

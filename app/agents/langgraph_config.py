@@ -47,6 +47,8 @@ LANGGRAPH_KEYS = frozenset(
     }
 )
 _HONOURED = frozenset({"graphs", "dependencies", "env"})
+#: The ignored keys already named (a process reads the file more than once at start).
+_SAID: set[tuple[str, tuple[str, ...]]] = set()
 
 
 class LangGraphConfigError(ValueError):
@@ -66,7 +68,8 @@ def langgraph_entries(raw: dict[str, Any], path: Path) -> list[dict[str, Any]]:
     if unknown:
         raise LangGraphConfigError(f"{where}: field {unknown[0]!r}: not a LangGraph config key")
     ignored = sorted(set(raw) & LANGGRAPH_KEYS - {"$schema"})
-    if ignored:
+    if ignored and (str(path), tuple(ignored)) not in _SAID:  # once per process and file
+        _SAID.add((str(path), tuple(ignored)))
         log.warning("langgraph_config_keys_ignored", file=str(path), keys=ignored)
     _dependencies(raw.get("dependencies", []), path.parent, where)
     _environment(raw.get("env"), path.parent, where)

@@ -154,6 +154,9 @@ async def test_hand_built_graph_through_the_langgraph_door(
             "question": "Promise a refund to this customer?",
             "route": "refund",
         }
+        waiting = await client.threads.get_state(tid)
+        assert waiting["next"] == ["approve"] and waiting["tasks"][0]["name"] == "approve"
+        assert waiting["tasks"][0]["interrupts"][0]["value"]["route"] == "refund"
         provider.enqueue_text("No refund this time.")
         parts = [
             (p.event, p.data)

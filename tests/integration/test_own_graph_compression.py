@@ -116,6 +116,9 @@ async def test_automatic_compression_offloads_with_previews(
     app_factory: AppFactory, provider: Any, tmp_path: Path, agent_id: str
 ) -> None:
     async with app_factory(agents_file=write_agents(tmp_path)) as h:
+        agent = (await h.client.get(f"/v1/agents/{agent_id}", headers=AUTH)).json()
+        assert agent["capabilities"] == ["manual_compression"]  # read from the graph
+        assert agent["budget"]["summary_threshold"] == TIGHT["summary_threshold"]
         tid = await thread_on(h, agent_id)
         provider.enqueue_tool_call("fetch_page", {"url": "https://example.test/lease"})
         provider.enqueue_text("Clause 3 covers it.")

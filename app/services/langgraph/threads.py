@@ -145,7 +145,7 @@ class LangGraphThreadService:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
             history = await self._history(session, thread_id)
             active = await self._last_run(session, thread_id)
-        snapshot = await AgentStateRepository(self.agents.state_graph).get(thread_id)
+        snapshot = await self.agents.state_of(conv.agent_id).get(thread_id)
         view = await self.agent_state.view(thread_id, owner_id)
         interrupts = self._interrupts(active, snapshot)
         values: dict[str, Any] = {

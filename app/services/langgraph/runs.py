@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunStatus
+from app.db.run_events import hitl_request
 from app.domain.errors import (
     AgentMismatch,
     NotFound,
@@ -247,7 +248,6 @@ class LangGraphRunService:
     async def _resume(
         self, thread_id: uuid.UUID, owner_id: str, assistant_id: str, resume: Any
     ) -> LangGraphRun:
-        decisions = resume_decisions(resume)
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
             latest: Sequence[AgentRun] = await RunRepository(session).list_for_thread(
@@ -257,7 +257,10 @@ class LangGraphRunService:
             raise AgentMismatch(f"this thread runs agent {conv.agent_id!r}, not {assistant_id!r}")
         if not latest or latest[0].status != RunStatus.INTERRUPTED:
             raise ValidationFailed("the thread has no interrupted run to resume", field="command")
-        run = await self.runs.resume(latest[0].id, owner_id, decisions)
+        if hitl_request(latest[0].interrupt) is None:  # a graph's own interrupt(value)
+            run = await self.runs.resume(latest[0].id, owner_id, None, value=resume)
+        else:
+            run = await self.runs.resume(latest[0].id, owner_id, resume_decisions(resume))
         return await self.get(thread_id, run.id, owner_id)
 
     async def _ensure_thread(self, thread_id: uuid.UUID, owner_id: str, if_not_exists: str) -> None:

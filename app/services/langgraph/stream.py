@@ -98,7 +98,7 @@ class _Translation:
             self.streamed.add(str(data.get("lc_id")))
             if self.modes & {"messages-tuple", "messages"}:
                 chunk = chunk_json(data.get("lc_id"), str(data.get("text", "")))
-                out.append(Part("messages", [chunk, self.meta(MODEL_NODE)]))
+                out.append(Part("messages", [chunk, self.meta(data.get("node") or MODEL_NODE)]))
         elif event.type == "message":
             for m in new:
                 node, as_json = node_of(m.role), message_json(m)
@@ -111,6 +111,9 @@ class _Translation:
         elif event.type in ("compression", "provider_retry"):
             if "custom" in self.modes:
                 out.append(Part("custom", {**data, "type": f"threadkeeper.{event.type}"}))
+        elif event.type == "custom":  # a node's get_stream_writer() output, as it wrote it
+            if "custom" in self.modes:
+                out.append(Part("custom", data.get("data")))
         elif event.type == "status":
             return self._status(event, data)
         return out, False
@@ -118,7 +121,8 @@ class _Translation:
     def _status(self, event: RunEvent, data: dict[str, Any]) -> tuple[list[Part], bool]:
         status, out = data.get("status"), []
         if status == "interrupted":
-            interrupt = [interrupt_json(data.get("interrupt"), str(event.run_id))]
+            value = data.get("interrupt") or data.get("interrupt_value")
+            interrupt = [interrupt_json(value, str(event.run_id))]
             if "updates" in self.modes:
                 out.append(Part("updates", {"__interrupt__": interrupt}))
             if "values" in self.modes:

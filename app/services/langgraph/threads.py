@@ -208,16 +208,18 @@ class LangGraphThreadService:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
             history = await self._history(session, thread_id)
             active = await self._last_run(session, thread_id)
-        snapshot = await AgentStateRepository(self._graph_of(conv.agent_id)).get(thread_id)
+        snapshot = await self.agents.state_of(conv.agent_id).get(thread_id)
         view = await self.agent_state.view(thread_id, owner_id)
         interrupts = self._interrupts(active, snapshot)
         values: dict[str, Any] = {
+            **view.values,  # a graph of the user's own: its other state keys, as it keeps them
             "messages": history,
             "threadkeeper": {
                 "model_view": view.messages,
                 "input_tokens": view.input_tokens,
                 "summary_threshold": view.summary_threshold,
                 "pressure": view.pressure,
+                "pressure_reason": view.pressure_reason,
                 "compression_suggested": view.compression_suggested,
                 "summary_present": view.summary_present,
                 "summarized_messages": view.summarized_messages,
@@ -264,13 +266,6 @@ class LangGraphThreadService:
         if state["checkpoint"]["checkpoint_id"] != checkpoint_id:
             raise NotImplementedHere("only the head checkpoint's state is served (no time travel)")
         return state
-
-    def _graph_of(self, agent_id: str) -> Any:
-        """The thread's own agent graph (its nodes name what waits on an interrupt: ``next``);
-        the shared state graph when the agent cannot be built now."""
-        if self.agents.unavailable_reason(agent_id) is None:
-            return self.agents.runtime(agent_id).graph
-        return self.agents.state_graph
 
     async def head_checkpoint_id(self, thread_id: uuid.UUID) -> str | None:
         return (await AgentStateRepository(self.agents.state_graph).get(thread_id)).checkpoint_id

@@ -38,8 +38,6 @@ class _Group(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 raise ValueError(f"{_PREFIX}{name.upper()} must be {op} {minimum:g}")
 
 
-
-
 class DatabaseSettings(_Group, frozen=True, kw_only=True):
     #: ``postgresql://user:pass@host:port/db``. Empty: an embedded PostgreSQL (pgserver) is started.
     database_url: str = ""

@@ -29,8 +29,7 @@ def check(database_url: str, pooler: str, direct_url: str) -> None:
         parse(database_url)
     if pooler not in POOLER_MODES:
         raise ValueError(
-            f"THREADKEEPER_DATABASE_POOLER must be one of {', '.join(POOLER_MODES)}, "
-            f"got {pooler!r}"
+            f"THREADKEEPER_DATABASE_POOLER must be one of {', '.join(POOLER_MODES)}, got {pooler!r}"
         )
     if direct_url:
         try:

@@ -66,6 +66,8 @@ class ThreadCountIn(Body):
 
 class HistoryIn(Body):
     limit: Limit = 10
+    #: Only states older than this checkpoint (its id, or ``{checkpoint_id}``): the next page.
+    before: str | CheckpointIn | None = None
 
 
 class TextBlock(msgspec.Struct, kw_only=True):

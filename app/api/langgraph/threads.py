@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
+from litestar.params import Parameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
 from app.api.langgraph.schemas import (
+    CheckpointIn,
     HistoryIn,
     ThreadCountIn,
     ThreadCreateIn,
@@ -133,9 +135,13 @@ class LangGraphThreadController(Controller):
         lg_threads: NamedDependency[LangGraphThreadService],
         data: HistoryIn | None = None,
     ) -> list[dict[str, Any]]:
-        """The head state only: Threadkeeper keeps one checkpoint per thread's turn boundary and
-        does not branch from older ones."""
-        return [await lg_threads.state(thread_id, principal)]
+        """The states a client can branch from, newest first: every turn boundary (before a
+        run's input, the input applied, the run's end) and every branch's head."""
+        query = data or HistoryIn()
+        before = query.before
+        if isinstance(before, CheckpointIn):
+            before = before.checkpoint_id
+        return await lg_threads.history(thread_id, principal, limit=query.limit, before=before)
 
     @get("/{thread_id:uuid}/history", operation_id="GetThreadHistoryGet")
     async def history_get(
@@ -143,8 +149,10 @@ class LangGraphThreadController(Controller):
         thread_id: uuid.UUID,
         principal: NamedDependency[str],
         lg_threads: NamedDependency[LangGraphThreadService],
+        limit: Annotated[int, Parameter(ge=1, le=1000)] = 10,
+        before: str | None = None,
     ) -> list[dict[str, Any]]:
-        return [await lg_threads.state(thread_id, principal)]
+        return await lg_threads.history(thread_id, principal, limit=limit, before=before)
 
     @post(
         "/{thread_id:uuid}/context/compress",

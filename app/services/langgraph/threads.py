@@ -13,6 +13,7 @@ from app.agents.registry import AgentRegistry
 from app.db.models import AgentRun, Conversation, Message, RunStatus
 from app.domain.errors import (
     AgentMismatch,
+    CheckpointNotFound,
     NotImplementedHere,
     ThreadBusy,
     UnknownAgent,
@@ -23,6 +24,7 @@ from app.repositories.conversations import ConversationRepository, StatusFilter
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository
 from app.services.agent_state import AgentStateService
+from app.services.langgraph.history import chat_at, past_state_json
 from app.services.langgraph.shapes import (
     LangGraphThreadStatus,
     interrupt_json,
@@ -261,11 +263,45 @@ class LangGraphThreadService:
     async def state_at(
         self, thread_id: uuid.UUID, owner_id: str, checkpoint_id: str
     ) -> dict[str, Any]:
-        """Only the head checkpoint is served: older ones are not kept as branches."""
-        state = await self.state(thread_id, owner_id)
-        if state["checkpoint"]["checkpoint_id"] != checkpoint_id:
-            raise NotImplementedHere("only the head checkpoint's state is served (no time travel)")
-        return state
+        """The state at one of the thread's checkpoints (the head's is ``state``); 404
+        ``checkpoint_not_found`` for one the thread does not have."""
+        async with self.sessions() as session:
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+            chat = await chat_history(session, thread_id)
+        states = self.agents.state_of(conv.agent_id)
+        snapshot = await states.at(thread_id, checkpoint_id)
+        if snapshot is None:
+            raise CheckpointNotFound(f"thread {thread_id} has no checkpoint {checkpoint_id!r}")
+        head = await states.get(thread_id)
+        if head.checkpoint_id == checkpoint_id:
+            return await self.state(thread_id, owner_id)
+        return past_state_json(
+            str(thread_id), snapshot, chat_at(chat, snapshot), thread_metadata(conv)
+        )
+
+    async def history(
+        self, thread_id: uuid.UUID, owner_id: str, *, limit: int, before: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The thread's checkpoints newest first (every branch, as LangGraph lists them), each
+        with the chat as it stood there; the head is the thread's state."""
+        async with self.sessions() as session:
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+            chat = await chat_history(session, thread_id)
+        snapshots = await self.agents.state_of(conv.agent_id).history(
+            thread_id, limit=limit, before=before
+        )
+        head = await self.state(thread_id, owner_id) if before is None and snapshots else None
+        out = []
+        for snapshot in snapshots:
+            if head is not None and snapshot.checkpoint_id == head["checkpoint"]["checkpoint_id"]:
+                out.append(head)
+                continue
+            out.append(
+                past_state_json(
+                    str(thread_id), snapshot, chat_at(chat, snapshot), thread_metadata(conv)
+                )
+            )
+        return out
 
     async def head_checkpoint_id(self, thread_id: uuid.UUID) -> str | None:
         return (await AgentStateRepository(self.agents.state_graph).get(thread_id)).checkpoint_id

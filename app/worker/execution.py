@@ -24,6 +24,7 @@ from app.agents.registry import AgentRegistry
 from app.compression.binding import bound
 from app.compression.messages import message_text
 from app.config import WorkerSettings
+from app.db.checkpoint_codec import fork_tag
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
 from app.db.run_events import DeltaEvent, ProviderRetryEvent, RunError
@@ -245,10 +246,18 @@ class RunExecutor:
         # across a database outage ridden out.
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.thread_id))
         retries = 0
+        # A fork starts from its checkpoint; a retry after an outage continues from the head,
+        # which its first attempt made the fork's (LangGraph's latest checkpoint).
+        start = claimed.fork.checkpoint_id if claimed.fork is not None else None
         while True:
             try:
-                with bound(run.runtime.binding(claimed.owner_id)):
-                    interrupt = await self._stream_run(claimed, run.runtime, graph_input, context)
+                with (
+                    bound(run.runtime.binding(claimed.owner_id)),
+                    fork_tag(claimed.fork.tag if claimed.fork is not None else None),
+                ):
+                    interrupt = await self._stream_run(
+                        claimed, run.runtime, graph_input, context, start
+                    )
                 return interrupt, retries
             except (LeaseLost, HandedOff):
                 raise
@@ -256,6 +265,7 @@ class RunExecutor:
                 if retries >= DATABASE_RETRIES or not is_connection_error(exc):
                     raise self._failed(claimed, exc, run.runtime) from exc
                 retries += 1
+                start = None
                 log.warning(
                     "run_database_lost",
                     run_id=str(claimed.run_id),
@@ -304,9 +314,20 @@ class RunExecutor:
         runtime: AgentRuntime,
         graph_input: Any,
         context: AgentContext,
+        start: str | None = None,
     ) -> dict[str, Any] | None:
-        """Stream the graph, persisting messages and events; the pending interrupt, if any."""
+        """Stream the graph (from checkpoint ``start`` when given: a fork), persisting messages
+        and events; the pending interrupt, if any."""
         config = runtime.config_for(claimed.thread_id)
+        if start is not None:
+            config = {
+                **config,
+                "configurable": {
+                    **config.get("configurable", {}),
+                    "checkpoint_ns": "",
+                    "checkpoint_id": start,
+                },
+            }
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer(
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars

@@ -95,3 +95,90 @@ async def test_history_has_every_turn_boundary_newest_first(app_factory: AppFact
         foreign = (await client.threads.get_state(other))["checkpoint"]["checkpoint_id"]
         with pytest.raises(NotFoundError):
             await client.threads.get_state(tid, checkpoint_id=foreign)
+
+
+async def test_refresh_and_edit_fork_the_thread_and_keep_the_replaced_branch(
+    app_factory: AppFactory,
+) -> None:
+    """Agent Chat UI's Refresh (no input, the parent of the state where the answer first
+    appeared) and Edit (new input, the parent of the state where the question first appeared),
+    as LangGraph's own server answers them: the thread's values become the fork; the replaced
+    turns stay readable at their checkpoints; the fork point has both children (the UI's
+    branch switcher)."""
+    async with app_factory() as h, serve_in_loop(h.app) as url:
+        await add_doc(h)
+        client = get_client(url=url, api_key=API_KEY)
+        tid = await two_turns(client)
+        old = await client.threads.get_state(tid)
+        old_answer = old["values"]["messages"][-1]
+        assert old_answer["type"] == "ai"
+        history = await client.threads.get_history(tid, limit=100)
+        seen = first_seen(history, old_answer["id"])
+
+        # Refresh: the answer again from the state its question was applied in.
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid,
+                "default",
+                input=None,
+                checkpoint=seen["parent_checkpoint"],
+                stream_mode=["values"],
+            )
+        ]
+        assert [p.event for p in parts if p.event == "error"] == []
+        final = [p.data for p in parts if p.event == "values"][-1]["messages"]
+        kept = ids(old)[: ids(old).index("q2") + 1]
+        assert [m["id"] for m in final][: len(kept)] == kept
+        assert final[-1]["type"] == "ai" and final[-1]["id"] != old_answer["id"]
+        assert old_answer["id"] not in [m["id"] for m in final]
+        refreshed = await client.threads.get_state(tid)
+        assert refreshed["values"]["messages"] == final
+        history = await client.threads.get_history(tid, limit=100)
+        fork_point = seen["parent_checkpoint"]["checkpoint_id"]
+        children = [
+            s for s in history if (s["parent_checkpoint"] or {}).get("checkpoint_id") == fork_point
+        ]
+        assert len(children) == 2  # the replaced answer and the new one: two branches
+        # Nothing lost: the replaced answer is still there at its checkpoint.
+        at_old = await client.threads.get_state(
+            tid, checkpoint_id=old["checkpoint"]["checkpoint_id"]
+        )
+        assert at_old["values"]["messages"] == old["values"]["messages"]
+
+        # Edit q2: new input from the state before q2 was applied.
+        q2_seen = first_seen(history, "q2")
+        edited = await client.runs.wait(
+            tid,
+            "default",
+            input=human("What renews a lease?", "q2-edit"),
+            checkpoint=q2_seen["parent_checkpoint"],
+        )
+        assert isinstance(edited, dict)
+        got = [m["id"] for m in edited["messages"]]
+        assert got[: got.index("q2-edit")] == ids(old)[: ids(old).index("q2")]
+        assert "q2" not in got and edited["messages"][-1]["type"] == "ai"
+        state = await client.threads.get_state(tid)
+        assert [m["id"] for m in state["values"]["messages"]] == got
+        history = await client.threads.get_history(tid, limit=100)
+        before_q2 = q2_seen["parent_checkpoint"]["checkpoint_id"]
+        assert (
+            len(
+                [
+                    s
+                    for s in history
+                    if (s["parent_checkpoint"] or {}).get("checkpoint_id") == before_q2
+                ]
+            )
+            == 2
+        )
+        # Both earlier versions of the second turn are still readable.
+        for past in (old, refreshed):
+            at = await client.threads.get_state(
+                tid, checkpoint_id=past["checkpoint"]["checkpoint_id"]
+            )
+            assert at["values"]["messages"] == past["values"]["messages"]
+        # The thread goes on from the edit.
+        after = await client.runs.wait(tid, "default", input=human("Thanks", "q3"))
+        assert isinstance(after, dict)
+        assert [m["id"] for m in after["messages"]][: len(got)] == got

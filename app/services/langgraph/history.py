@@ -17,9 +17,6 @@ from app.db.models import Message
 from app.repositories.agent_state import AgentStateSnapshot
 from app.services.langgraph.shapes import message_json
 
-#: The sources of a checkpoint a run may fork from, besides a run's end (``next`` empty).
-FORKABLE_SOURCES = frozenset({"input"})
-
 
 def chat_at(chat: Sequence[Message], snapshot: AgentStateSnapshot) -> list[Message]:
     """``chat`` (a branch's full chat, in order) up to the last of ``snapshot``'s messages it
@@ -30,14 +27,6 @@ def chat_at(chat: Sequence[Message], snapshot: AgentStateSnapshot) -> list[Messa
         if index is not None:
             return list(chat[: index + 1])
     return []
-
-
-def is_turn_boundary(snapshot: AgentStateSnapshot, parent: AgentStateSnapshot | None) -> bool:
-    """Before a run's input (``source`` input), its input applied (the child of an input
-    checkpoint: what Regenerate re-runs the answer from), or a run's end (nothing next)."""
-    if snapshot.source in FORKABLE_SOURCES or not snapshot.next:
-        return True
-    return parent is not None and parent.source in FORKABLE_SOURCES
 
 
 def checkpoint_json(thread_id: str, checkpoint_id: str | None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from app.domain.errors import (
     ValidationFailed,
 )
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
+from app.repositories.branches import BranchRepository, lineage_of
 from app.repositories.conversations import ConversationRepository, StatusFilter
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository
@@ -77,27 +78,72 @@ async def langgraph_statuses(
     return {t: thread_status(s, t in failed) for t, s in views.items()}
 
 
-async def chat_history(session: AsyncSession, thread_id: uuid.UUID) -> list[Message]:
-    """The history as LangGraph shows it: a run's input enters when its run starts (input still
-    queued, or withdrawn, is not there yet), right before that run's first message."""
-    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
+#: ``chat_history``'s default branch: the thread's current one.
+CURRENT: Any = object()
+
+
+async def chat_history(
+    session: AsyncSession, thread_id: uuid.UUID, branch_id: uuid.UUID | None = CURRENT
+) -> list[Message]:
+    """The chat of one branch (the current one unless told; None: the thread's first) as
+    LangGraph shows it: a run's input enters when its run starts (input still queued, or
+    withdrawn, is not there yet), right before that run's first message."""
+    repo = BranchRepository(session)
+    branches = await repo.list(thread_id)
+    if branch_id is CURRENT:
+        branch_id = await repo.current(thread_id)
+    lineage = lineage_of(branches, branch_id)
+    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY, lineage=lineage)
+    on_path = {b for b, _ in lineage.steps}
+    # A question answered again (Regenerate) is answered, on this branch, by that run.
+    again = {
+        b.fork_seq: b.request_id for b in branches if b.id in on_path and b.kind == "regenerate"
+    }
     asked = [m.request_id for m in rows if m.role == "user" and m.request_id is not None]
-    run_of = {r: run.id for r, run in (await RunRepository(session).for_requests(asked)).items()}
+    requests = [*asked, *(r for r in again.values() if r is not None)]
+    run_of = {r: run.id for r, run in (await RunRepository(session).for_requests(requests)).items()}
     first_seq: dict[uuid.UUID, int] = {}
     for m in rows:
         if m.run_id is not None:
             first_seq.setdefault(m.run_id, m.seq)
     end = (rows[-1].seq + 1) if rows else 0
 
+    def answering(m: Message) -> uuid.UUID | None:
+        request = again.get(m.seq, m.request_id) if m.seq in again else m.request_id
+        return run_of.get(request) if request is not None else None
+
     def place(m: Message) -> tuple[int, int, int]:
         if m.role != "user" or m.request_id is None:
             return (m.seq, 1, m.seq)
-        return (first_seq.get(run_of[m.request_id], end), 0, m.seq)
+        run = answering(m)
+        return (first_seq.get(run, end) if run is not None else end, 0, m.seq)
 
     started = [
-        m for m in rows if m.role != "user" or m.request_id is None or m.request_id in run_of
+        m for m in rows if m.role != "user" or m.request_id is None or answering(m) is not None
     ]
     return sorted(started, key=place)
+
+
+async def chats_at(
+    session: AsyncSession, thread_id: uuid.UUID, snapshots: Sequence[AgentStateSnapshot]
+) -> list[list[Message]]:
+    """Per checkpoint, the chat as it stood there: the chat of the branch its last message
+    (found in PostgreSQL) was written on, up to that message."""
+    ids = {str(m.id) for s in snapshots for m in s.messages if m.id}
+    found = await MessageRepository(session).by_lc_ids(thread_id, sorted(ids))
+    chats: dict[uuid.UUID | None, list[Message]] = {}
+    out: list[list[Message]] = []
+    for snapshot in snapshots:
+        last = next(
+            (found[str(m.id)] for m in reversed(snapshot.messages) if str(m.id) in found), None
+        )
+        if last is None:
+            out.append([])
+            continue
+        if last.branch_id not in chats:
+            chats[last.branch_id] = await chat_history(session, thread_id, last.branch_id)
+        out.append(chat_at(chats[last.branch_id], snapshot))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +313,6 @@ class LangGraphThreadService:
         ``checkpoint_not_found`` for one the thread does not have."""
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            chat = await chat_history(session, thread_id)
         states = self.agents.state_of(conv.agent_id)
         snapshot = await states.at(thread_id, checkpoint_id)
         if snapshot is None:
@@ -275,9 +320,9 @@ class LangGraphThreadService:
         head = await states.get(thread_id)
         if head.checkpoint_id == checkpoint_id:
             return await self.state(thread_id, owner_id)
-        return past_state_json(
-            str(thread_id), snapshot, chat_at(chat, snapshot), thread_metadata(conv)
-        )
+        async with self.sessions() as session:
+            (chat,) = await chats_at(session, thread_id, [snapshot])
+        return past_state_json(str(thread_id), snapshot, chat, thread_metadata(conv))
 
     async def history(
         self, thread_id: uuid.UUID, owner_id: str, *, limit: int, before: str | None = None
@@ -286,21 +331,18 @@ class LangGraphThreadService:
         with the chat as it stood there; the head is the thread's state."""
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            chat = await chat_history(session, thread_id)
         snapshots = await self.agents.state_of(conv.agent_id).history(
             thread_id, limit=limit, before=before
         )
         head = await self.state(thread_id, owner_id) if before is None and snapshots else None
+        async with self.sessions() as session:
+            chats = await chats_at(session, thread_id, snapshots)
         out = []
-        for snapshot in snapshots:
+        for snapshot, chat in zip(snapshots, chats, strict=True):
             if head is not None and snapshot.checkpoint_id == head["checkpoint"]["checkpoint_id"]:
                 out.append(head)
                 continue
-            out.append(
-                past_state_json(
-                    str(thread_id), snapshot, chat_at(chat, snapshot), thread_metadata(conv)
-                )
-            )
+            out.append(past_state_json(str(thread_id), snapshot, chat, thread_metadata(conv)))
         return out
 
     async def head_checkpoint_id(self, thread_id: uuid.UUID) -> str | None:

@@ -25,6 +25,8 @@ class Accepted:
     request_id: uuid.UUID
     message_id: uuid.UUID
     seq: int
+    #: A fork: the branch it made the thread's current one.
+    branch_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +154,11 @@ class IntakeService:
                 checkpoint_id=point.checkpoint_id,
                 kind=ask.kind,
             )
+            branch_id = branch.id
             fork = {
                 "checkpoint_id": point.checkpoint_id,
-                "branch_id": str(branch.id),
-                "tag": branch.id.hex[:8],
+                "branch_id": str(branch_id),
+                "tag": branch_id.hex[:8],
             }
             repo = IntakeRepository(await session.connection())
             if point.question is not None:
@@ -178,7 +181,8 @@ class IntakeService:
                     RunAsk(ask.content, lc_id=lc_id, extra={**ask.extra, "fork": fork}),
                 )
             await branches.note_request(branch, row.request_id)
-        return self._accepted(row)
+        accepted = self._accepted(row)
+        return Accepted(accepted.request_id, accepted.message_id, accepted.seq, branch_id)
 
     async def _accept(
         self, repo: IntakeRepository, thread_id: uuid.UUID, owner_id: str, ask: RunAsk

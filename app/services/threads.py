@@ -20,6 +20,7 @@ from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.errors import AlreadyExists, NotFound, ThreadBusy, ValidationFailed
 from app.domain.states import ThreadStatus
 from app.repositories.agent_state import AgentStateRepository
+from app.repositories.branches import BranchRepository, lineage_of
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRequestRepository
@@ -184,12 +185,31 @@ class ThreadService:
             log.warning("thread_cleanup_failed", thread_id=str(thread_id), error=repr(exc))
 
     async def messages(
-        self, thread_id: uuid.UUID, owner_id: str, *, after_seq: int, limit: int
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        *,
+        after_seq: int,
+        limit: int,
+        branch_id: uuid.UUID | None = None,
     ) -> HistoryPage:
+        """One page of a branch's chat: the current branch's unless ``branch_id`` names one
+        (the thread's id names its first branch); nothing is ever rewritten, so a branch a
+        fork replaced stays readable."""
         async with self.sessions() as session:
-            await ConversationRepository(session).get_owned(thread_id, owner_id)
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+            branches = await BranchRepository(session).list(thread_id)
+            if branch_id is None:
+                branch_id = conv.branch_id
+            elif branch_id == thread_id:
+                branch_id = None
+            elif branch_id not in {b.id for b in branches}:
+                raise NotFound(f"thread {thread_id} has no branch {branch_id}")
             rows = await MessageRepository(session).list(
-                thread_id, after_seq=after_seq, limit=limit
+                thread_id,
+                after_seq=after_seq,
+                limit=limit,
+                lineage=lineage_of(branches, branch_id),
             )
             asked = [m.request_id for m in rows if m.request_id is not None]
             withdrawn = await RunRequestRepository(session).cancelled_among(asked)

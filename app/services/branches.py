@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.db.models import Message, ThreadBranch
-from app.domain.errors import CheckpointNotFound, NotFound, ValidationFailed
+from app.domain.errors import CheckpointNotFound, NotFound, ThreadBusy, ValidationFailed
 from app.repositories.branches import BranchRepository, lineage_of
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
@@ -76,7 +76,12 @@ class BranchService:
         """A user message of the thread's current branch (its last one when None), and the
         thread's agent."""
         async with self.sessions() as session:
-            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+            conversations = ConversationRepository(session)
+            conv = await conversations.get_owned(thread_id, owner_id)
+            # Checked again under the row lock by the fork itself; here first, so a busy
+            # thread is 409 before its queued input is taken for the question.
+            if await conversations.status(thread_id) != "idle":
+                raise ThreadBusy("the thread has a run or queued input; fork it when idle")
             repo = BranchRepository(session)
             lineage = lineage_of(await repo.list(thread_id), await repo.current(thread_id))
             rows = await MessageRepository(session).list(

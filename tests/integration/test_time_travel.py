@@ -5,15 +5,19 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
+from tests.support.agents_files import agents_file
 from tests.support.api import add_doc
-from tests.support.app_harness import API_KEY, AppFactory
+from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
+from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -182,3 +186,69 @@ async def test_refresh_and_edit_fork_the_thread_and_keep_the_replaced_branch(
         after = await client.runs.wait(tid, "default", input=human("Thanks", "q3"))
         assert isinstance(after, dict)
         assert [m["id"] for m in after["messages"]][: len(got)] == got
+
+
+async def run_status(client: Any, tid: str, run_id: str, status: str) -> bool:
+    return bool((await client.runs.get(tid, run_id))["status"] == status)
+
+
+async def test_forks_are_refused_while_busy_and_from_what_is_not_a_turn_boundary(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """409 ``thread_busy`` while a run is active or input queued, on both doors, nothing
+    written; a checkpoint of another thread or an unknown one is 404 ``checkpoint_not_found``;
+    no input from a run's end (nothing to run again) is 422 ``checkpoint_not_forkable``.
+    Against the local OpenAI-protocol provider, which holds the run."""
+    agent = {"id": "default", "tools": []}
+    with OpenAICompatibleServer() as srv:
+        async with (
+            app_factory(
+                agents_file=agents_file(tmp_path, agent), llm_base_url=srv.base_url, llm_api_key="k"
+            ) as h,
+            serve_in_loop(h.app) as url,
+        ):
+            client = get_client(url=url, api_key=API_KEY)
+            srv.enqueue_text("Leases expire after thirty seconds.")
+            tid = (await client.threads.create())["thread_id"]
+            await client.runs.wait(tid, "default", input=human("When does a lease expire?", "q1"))
+            history = await client.threads.get_history(tid, limit=100)
+            applied = first_seen(history, "q1")
+            before = applied["parent_checkpoint"]
+
+            srv.hold()
+            running = await client.runs.create(tid, "default", input=human("And renewal?", "q2"))
+            await wait_until(lambda: run_status(client, tid, running["run_id"], "running"), "run")
+            queued = await client.runs.create(tid, "default", input=human("Thanks", "q3"))
+            for kwargs in (
+                {"input": None, "checkpoint": applied["checkpoint"]},
+                {"input": human("Edited?", "q1-edit"), "checkpoint": before},
+            ):
+                with pytest.raises(ConflictError) as busy:
+                    await client.runs.create(tid, "default", **kwargs)
+                assert busy.value.response.json()["error"] == "thread_busy"
+            v1 = await h.client.post(f"/v1/threads/{tid}/regenerate", headers=AUTH)
+            assert v1.status_code == 409 and v1.json()["error"] == "thread_busy"
+            assert v1.headers["retry-after"]
+            srv.enqueue_text("Renewed by heartbeats.")
+            srv.enqueue_text("You are welcome.")
+            srv.release()
+            await wait_until(lambda: run_status(client, tid, queued["run_id"], "success"), "runs")
+            branches = (await h.client.get(f"/v1/threads/{tid}/branches", headers=AUTH)).json()
+            assert [b["kind"] for b in branches["items"]] == ["first"]  # nothing was written
+            assert ids(await client.threads.get_state(tid))[-1] != "q1-edit"
+
+            other = (await client.threads.create())["thread_id"]
+            srv.enqueue_text("Hello.")
+            await client.runs.wait(other, "default", input=human("Hi", "o1"))
+            foreign = (await client.threads.get_state(other))["checkpoint"]
+            for checkpoint in (foreign, {"checkpoint_id": "1f0-unknown", "checkpoint_ns": ""}):
+                with pytest.raises(NotFoundError) as missing:
+                    await client.runs.create(
+                        tid, "default", input=human("Edited?"), checkpoint=checkpoint
+                    )
+                assert missing.value.response.json()["error"] == "checkpoint_not_found"
+            end = history[0]["checkpoint"]  # the first run's end: no input, nothing to run
+            with pytest.raises(UnprocessableEntityError) as refused:
+                await client.runs.create(tid, "default", input=None, checkpoint=end)
+            assert refused.value.response.json()["error"] == "checkpoint_not_forkable"
+            assert [b["kind"] for b in branches["items"]] == ["first"]

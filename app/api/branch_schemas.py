@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from app.api.schemas import Strict
+from app.domain.states import BranchKind
 
 
 class BranchOut(msgspec.Struct, kw_only=True):
@@ -20,7 +21,7 @@ class BranchOut(msgspec.Struct, kw_only=True):
     parent_id: uuid.UUID | None
     #: The last message (seq) of the parent's chat the branch keeps (0: none).
     fork_seq: int
-    kind: Literal["first", "edit", "regenerate"]
+    kind: BranchKind
     #: The LangGraph checkpoint its first run started from (None: the first branch).
     checkpoint_id: str | None
     #: Whether it is the thread's current branch (what ListMessages and the state show).

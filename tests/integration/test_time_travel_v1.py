@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.api import messages, new_thread, run_turns, seed_kb, state
-from tests.support.app_harness import AUTH, AppFactory, AppHarness
+from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
 from tests.support.corpus import BIG
 
 pytestmark = pytest.mark.integration
@@ -88,6 +88,11 @@ async def test_regenerate_and_edit_make_branches_and_every_branch_stays_readable
         assert listed[2]["current"] and listed[2]["fork_seq"] == 0
         assert await branch_messages(h, tid, regen["branch_id"]) == second
         assert await branch_messages(h, tid, tid) == first
+        # A thread list (the LangGraph door's search) opens with the current branch's first.
+        found = await h.client.post(
+            "/threads/search", json={"ids": [tid]}, headers={"X-Api-Key": API_KEY}
+        )
+        assert found.json()[0]["values"]["messages"][0]["content"] == "when is a lease renewed?"
         # The model view follows the current branch.
         view = await state(h, tid)
         humans = [m["content"] for m in view["messages"] if m["type"] == "human"]

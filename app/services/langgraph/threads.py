@@ -399,6 +399,12 @@ class LangGraphThreadService:
         else:
             opening = await MessageRepository(session).first_of_threads(ids)
             firsts = {t: [m] for t, m in opening.items()}
+            for c in rows:  # a forked thread opens with its current branch's first message
+                if c.branch_id is not None:
+                    lineage = await BranchRepository(session).lineage(c.id, c.branch_id)
+                    firsts[c.id] = list(
+                        await MessageRepository(session).list(c.id, limit=1, lineage=lineage)
+                    )
         out = []
         for c in rows:
             run = latest.get(c.id)

@@ -126,9 +126,11 @@ async def has_deltas(cur: AsyncCursor[Any], thread_id: str) -> bool:
 #: (the input applied: what Refresh re-runs the answer from), the parent of one (the end of the
 #: turn before), and every leaf (a branch's head: the current one, a replaced branch's end, a
 #: run's interrupt). Each kept checkpoint's parent becomes its nearest kept ancestor, so
-#: ``parent_checkpoint`` still walks the branch; the deleted ones' pending writes and every blob
-#: no kept checkpoint names or builds on (its delta chain) go with them. Same ``general``
-#: refusal as ``KEEP_LATEST_SQL``.
+#: ``parent_checkpoint`` still walks the branch; the pending writes of every checkpoint but the
+#: branch heads and every blob no kept checkpoint names or builds on (its delta chain) go. Same
+#: ``general`` refusal as ``KEEP_LATEST_SQL``. Storage (50 tool turns of a model -> tools ->
+#: model graph, tests/integration/test_checkpoint_turns.py's): 131 KB and 150 rows against
+#: 260 KB and 250 rows unpruned; ``keep_latest`` kept 2.3 KB and one row, and no history.
 KEEP_TURNS_SQL = """
 WITH RECURSIVE cps AS MATERIALIZED (
     SELECT checkpoint_id, parent_checkpoint_id, metadata ->> 'source' AS source,
@@ -163,10 +165,14 @@ gone AS (
       AND NOT EXISTS (SELECT 1 FROM general)
     RETURNING c.checkpoint_id
 ),
+-- The pending writes of every checkpoint that is not a branch head go too: a later checkpoint
+-- holds what they wrote, and a run from a kept one starts afresh (LangGraph forks it first).
+-- A head's (an interrupt's, a step finished before a crash) stay.
 writes AS (
     DELETE FROM checkpoint_writes w
     WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = ''
-      AND w.checkpoint_id IN (SELECT checkpoint_id FROM gone)
+      AND NOT EXISTS (SELECT 1 FROM general)
+      AND EXISTS (SELECT 1 FROM cps ch WHERE ch.parent_checkpoint_id = w.checkpoint_id)
 ),
 up AS (
     SELECT k.checkpoint_id AS kept, c.parent_checkpoint_id AS cur, 0 AS depth

@@ -128,6 +128,15 @@ async def test_turn_boundaries_and_branch_heads_stay_and_forks_keep_their_own_ve
         )
     old_head = states[0]
     assert await _orphan_blobs(saver) == 0
+    async with saver.conn.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT count(*) AS n FROM checkpoint_writes w WHERE w.thread_id = 't' "
+                "AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = 't' "
+                "AND c.parent_checkpoint_id = w.checkpoint_id)"
+            )
+        ).fetchone()
+    assert row["n"] == 0  # pending writes only on branch heads
 
     # Regenerate: from the state the answer's question was applied in, no input.
     applied = _first_seen(states, "h2")

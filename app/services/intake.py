@@ -146,6 +146,7 @@ class IntakeService:
             if await conversations.status(thread_id) != "idle":
                 raise ThreadBusy("the thread has a run or queued input; fork it when idle")
             point = await fork_point(session, states, thread_id, ask)
+            head = (await states.get(thread_id)).checkpoint_id
             branches = BranchRepository(session)
             branch = await branches.fork(
                 thread_id,
@@ -159,6 +160,8 @@ class IntakeService:
                 "checkpoint_id": point.checkpoint_id,
                 "branch_id": str(branch_id),
                 "tag": branch_id.hex[:8],
+                # The head it replaces (still the head until the fork's first checkpoint).
+                "head": head,
             }
             repo = IntakeRepository(await session.connection())
             if point.question is not None:

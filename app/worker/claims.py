@@ -73,13 +73,17 @@ class ForkStart:
     checkpoint_id: str
     #: The fork's channel-version tag (app/db/checkpoint_codec.py: no version reused).
     tag: str
+    #: The thread's head when the fork was asked for: while it is still the head, the fork
+    #: wrote nothing yet (an outage retry starts it over from ``checkpoint_id``).
+    head: str | None = None
 
 
 def fork_of(payload: dict[str, Any]) -> ForkStart | None:
     fork = payload.get("fork")
     if not isinstance(fork, dict):
         return None
-    return ForkStart(str(fork["checkpoint_id"]), str(fork["tag"]))
+    head = fork.get("head")
+    return ForkStart(str(fork["checkpoint_id"]), str(fork["tag"]), str(head) if head else None)
 
 
 def human_of(graph_input: Any) -> HumanMessage | None:

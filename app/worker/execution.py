@@ -265,17 +265,31 @@ class RunExecutor:
                 if retries >= DATABASE_RETRIES or not is_connection_error(exc):
                     raise self._failed(claimed, exc, run.runtime) from exc
                 retries += 1
-                start = None
                 log.warning(
                     "run_database_lost",
                     run_id=str(claimed.run_id),
                     retry=retries,
                     error=type(exc).__name__,
                 )
+                if start is not None and not await self._fork_started(claimed, run.state):
+                    continue  # the fork wrote nothing yet: start it over, same input
+                start = None
                 point = await self._after_outage(claimed, waiting, run.state)
             if not point.again:
                 return point.interrupt, retries
             graph_input = point.graph_input
+
+    async def _fork_started(self, claimed: ClaimedRun, state: AgentStateRepository) -> bool:
+        """Whether a fork run's first checkpoint was written (the head moved from the one it
+        replaces); waits out the outage like ``_after_outage``."""
+        assert claimed.fork is not None
+        try:
+            snapshot, _ = await self.outage.snapshot(claimed.run_id, claimed.thread_id, state)
+        except LeaseLost:
+            raise
+        except Exception as still:
+            raise self._failed(claimed, still, None) from still
+        return snapshot.checkpoint_id != claimed.fork.head
 
     async def _after_outage(
         self, claimed: ClaimedRun, waiting: frozenset[str], state: AgentStateRepository

@@ -4,7 +4,9 @@ compressed thread keeps its summary and its Workdir originals (hash-verified).""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import uuid
 from typing import Any
 
 import pytest
@@ -12,8 +14,13 @@ import pytest
 from tests.support.api import messages, new_thread, run_turns, seed_kb, state
 from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
 from tests.support.corpus import BIG
+from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.tcp_proxy import postgres_proxy
 
 pytestmark = pytest.mark.integration
+
+#: Only keeps a regression from hanging the suite.
+HANG_GUARD = 60.0
 
 
 async def branch_messages(h: AppHarness, tid: str, branch: str) -> list[dict[str, Any]]:
@@ -180,3 +187,44 @@ async def test_edit_of_a_compressed_thread_keeps_summary_and_workdir_originals(
         view = await state(h, tid)
         texts = " ".join(str(m["content"]) for m in view["messages"])
         assert "and when is a run failed?" not in texts
+
+
+async def test_a_regenerate_caught_by_a_database_outage_goes_on_on_its_branch(
+    app_factory: AppFactory, clean_db: str
+) -> None:
+    """The fork's model call answers while the database is gone: the run rides out the outage
+    and goes on from the fork's last checkpoint, never from the branch it replaced."""
+    with OpenAICompatibleServer() as srv:
+        async with (
+            postgres_proxy(clean_db) as proxy,
+            app_factory(database_url=proxy.url, llm_base_url=srv.base_url, llm_api_key="k") as h,
+        ):
+            tid = await new_thread(h)
+            srv.enqueue_text("The first answer.")
+            await run_turns(h, tid, ["are you there?"])
+            first = await messages(h, tid)
+            done = set(await h.run_ids(tid))
+
+            srv.hold()
+            srv.enqueue_text("The second answer.")
+            resp = await h.client.post(f"/v1/threads/{tid}/regenerate", headers=AUTH)
+            assert resp.status_code == 202, resp.text
+            assert await asyncio.to_thread(srv.wait_for_requests, 2, HANG_GUARD)
+            [run_id] = [r for r in await h.run_ids(tid) if r not in done]
+            await proxy.cut(drop_new=True)
+            srv.release()
+            async with asyncio.timeout(HANG_GUARD):
+                while uuid.UUID(run_id) not in h.container.worker.waiting_for_database:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            await proxy.restore()
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude=done)
+            assert run["status"] == "completed", (run["error_code"], run["error"])
+            # One new answer on the fork (the model step ran again from the fork's last
+            # checkpoint, or its checkpoint landed once the database answered).
+            now = await messages(h, tid)
+            assert [m["role"] for m in now] == ["user", "assistant"]
+            assert now[0]["id"] == first[0]["id"] and now[1]["id"] != first[1]["id"]
+            assert await branch_messages(h, tid, tid) == first
+            view = await state(h, tid)
+            assert [m["content"] for m in view["messages"]] == [m["content"] for m in now]
+            assert first[1]["content"] == "The first answer."

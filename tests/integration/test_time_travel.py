@@ -92,6 +92,7 @@ async def test_history_has_every_turn_boundary_newest_first(app_factory: AppFact
                 tid, checkpoint_id=past["checkpoint"]["checkpoint_id"]
             )
             assert at == past
+            assert await client.threads.get_state(tid, checkpoint=past["checkpoint"]) == past
         with pytest.raises(NotFoundError) as missing:
             await client.threads.get_state(tid, checkpoint_id="1f0-not-a-checkpoint")
         assert missing.value.response.json()["error"] == "checkpoint_not_found"

@@ -131,3 +131,10 @@ class RunCreateIn(Body):
     interrupt_before: Any = None
     interrupt_after: Any = None
     after_seconds: Any = None
+
+
+class StateAtIn(Body):
+    """``POST /threads/{id}/state/checkpoint``: the state at ``checkpoint``."""
+
+    checkpoint: CheckpointIn
+    subgraphs: bool = False

@@ -13,6 +13,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 from app.api.langgraph.schemas import (
     CheckpointIn,
     HistoryIn,
+    StateAtIn,
     ThreadCountIn,
     ThreadCreateIn,
     ThreadPatchIn,
@@ -115,6 +116,24 @@ class LangGraphThreadController(Controller):
         principal: NamedDependency[str],
         lg_threads: NamedDependency[LangGraphThreadService],
     ) -> dict[str, Any]:
+        return await lg_threads.state_at(thread_id, principal, checkpoint_id)
+
+    @post(
+        "/{thread_id:uuid}/state/checkpoint",
+        operation_id="GetThreadStateAtCheckpoint",
+        status_code=HTTP_200_OK,
+    )
+    async def get_state_at_checkpoint(
+        self,
+        thread_id: uuid.UUID,
+        data: StateAtIn,
+        principal: NamedDependency[str],
+        lg_threads: NamedDependency[LangGraphThreadService],
+    ) -> dict[str, Any]:
+        """``threads.get_state(thread, checkpoint={...})``: the state at that checkpoint."""
+        checkpoint_id = data.checkpoint.checkpoint_id
+        if not checkpoint_id:
+            return await lg_threads.state(thread_id, principal)
         return await lg_threads.state_at(thread_id, principal, checkpoint_id)
 
     @post("/{thread_id:uuid}/state", operation_id="UpdateThreadState", status_code=HTTP_200_OK)

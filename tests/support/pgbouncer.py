@@ -14,7 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +99,13 @@ def _wait_ready(bouncer: Bouncer, proc: subprocess.Popen[bytes]) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def route_env(route: Mapping[str, str], database_url: str) -> dict[str, str]:
+    """A ``database_route`` (tests/conftest.py) as the environment of ``python -m app``
+    processes: ``DATABASE_URL`` (``database_url`` on the direct route) and the pooler's
+    ``THREADKEEPER_*`` settings."""
+    env = {"DATABASE_URL": route.get("database_url", database_url)}
+    env.update({f"THREADKEEPER_{k.upper()}": v for k, v in route.items() if k != "database_url"})
+    return env
+

@@ -22,7 +22,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from tests.support.processes import free_port
-from tests.support.system_user import as_server_user, server_dir
+from tests.support.system_user import as_server_user, give_to_server_user, server_dir
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 
@@ -68,6 +68,8 @@ def pgbouncer(database_url: str, *, pool_size: int = 6) -> Iterator[Bouncer]:
         "query_wait_timeout = 120\n"
         f"logfile = {d}/pgbouncer.log\n"
     )
+    for name in ("userlist.txt", "pgbouncer.ini"):  # readable by the server user, any umask
+        give_to_server_user(d / name, 0o644)
     proc = subprocess.Popen(
         as_server_user([PGBOUNCER, str(d / "pgbouncer.ini")]),
         stdout=subprocess.DEVNULL,

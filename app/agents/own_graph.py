@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import types
 from collections import deque
@@ -79,7 +81,12 @@ def _import_file(spec: AgentSpec, path: Path) -> types.ModuleType:
     if not path.is_file():
         raise _fail(spec, f"no file {path}")
     importable_from(path.parent)  # the file's siblings import as they do under langgraph dev
-    name = f"threadkeeper_graphs.{spec.id.replace('.', '_').replace('-', '_')}"
+    # One module per file: two graphs of one file (or a second load at start) share it.
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"threadkeeper_graphs.{stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
     found = importlib.util.spec_from_file_location(name, path)
     assert found is not None and found.loader is not None
     module = importlib.util.module_from_spec(found)

@@ -110,6 +110,16 @@ async def test_hand_built_graph_through_the_langgraph_door(
         client = get_client(url=url, api_key=API_KEY)
         [assistant] = await client.assistants.search()
         assert assistant["graph_id"] == "support_desk"
+        # The assistant describes the graph itself: its nodes and its state keys.
+        drawn = await client.assistants.get_graph("support_desk")
+        assert {n["id"] for n in drawn["nodes"]} >= {"router", "retrieve", "approve", "respond"}
+        schemas = await client.assistants.get_schemas("support_desk")
+        assert set(schemas["output_schema"]["properties"]) == {
+            "messages",
+            "route",
+            "documents",
+            "approved",
+        }
         thread = await client.threads.create()
         tid = thread["thread_id"]
         provider.enqueue_text("Covered for two years.")

@@ -246,3 +246,30 @@ async def test_a_graph_without_compression_says_so_and_fails_alone(
         assert "own bug" not in (failed["error"] or "")
         await run_turns(h, tid, ["still there?"])
         assert (await messages(h, tid))[-1]["content"] == "heard: still there?"
+
+
+async def test_cancel_a_running_and_an_interrupted_own_graph_run(
+    app_factory: AppFactory, provider: Any
+) -> None:
+    async with app_factory(agents_file=str(DESK)) as h:
+        tid = await new_thread(h)
+        provider.hold()  # the respond node's model call waits
+        await post(h, tid, "How long is the warranty?")
+        run = await h.wait_for_run(tid, statuses={"running"})
+        resp = await h.client.post(f"/v1/runs/{run['id']}/cancel", headers=AUTH)
+        assert resp.status_code == 200, resp.text
+        final = await h.wait_for_run(tid, statuses={"cancelled", "completed", "failed"})
+        assert final["status"] == "cancelled", final
+        provider.release()
+        provider.block = None
+
+        # Interrupted by interrupt(value), then cancelled: the thread takes new input.
+        done = set(await h.run_ids(tid))
+        await post(h, tid, "refund please")
+        waiting = await h.wait_for_run(tid, statuses={"interrupted", "failed"}, exclude=done)
+        assert waiting["status"] == "interrupted", waiting
+        resp = await h.client.post(f"/v1/runs/{waiting['id']}/cancel", headers=AUTH)
+        assert resp.status_code == 200 and resp.json()["status"] == "cancelled", resp.text
+        provider.enqueue_text("Two years.")
+        await run_turns(h, tid, ["and the warranty?"])
+        assert (await messages(h, tid))[-1]["content"] == "Two years."

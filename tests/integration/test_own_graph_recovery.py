@@ -2,7 +2,9 @@
 with a state key ``model_calls``, Threadkeeper's compression, ``delete_record`` behind
 approval) served from its ``langgraph.json``: its own state keys round-trip through the
 LangGraph door, an approval is answered on both doors, and a worker killed with SIGKILL in the
-middle of one of its runs is recovered as Threadkeeper's own agents are (issue 33)."""
+middle of one of its runs is recovered as Threadkeeper's own agents are; a draining worker hands
+its run over at a step boundary; a database outage mid-run of the hand-built example is ridden
+out without running its committed steps again (issue 33)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import asyncio
 import os
 import signal
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import ROOT, app_process, reaped, wait_exit, worker_env
+from tests.support.tcp_proxy import postgres_proxy
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -186,3 +190,36 @@ async def test_a_draining_worker_hands_an_own_graph_run_over_at_a_step_boundary(
         assert any(e["data"].get("handoff") for e in events if e["event"] == "status")
     logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
     assert "worker_handing_off" in logs and "run_taken_over" in logs
+
+
+async def test_an_outage_mid_run_of_an_own_graph_is_ridden_out_without_rerunning_steps(
+    app_factory: AppFactory, clean_db: str, provider: Any
+) -> None:
+    """support_desk: router and retrieve committed, then the database goes away while the
+    respond node's model call is answered; the run goes on from its last checkpoint once the
+    database answers, the committed steps not run again."""
+    desk = ROOT / "examples" / "graphs" / "support_desk" / "langgraph.json"
+    async with (
+        postgres_proxy(clean_db) as proxy,
+        app_factory(database_url=proxy.url, agents_file=str(desk)) as h,
+    ):
+        tid = await new_thread(h)
+        provider.hold()
+        await h.client.post(
+            f"/v1/threads/{tid}/messages", json={"content": "warranty?"}, headers=AUTH
+        )
+        assert await asyncio.to_thread(provider.wait_for_requests, 1, 60)
+        [run_id] = await h.run_ids(tid)
+        await proxy.cut(drop_new=True)
+        provider.release()
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
+            while uuid.UUID(run_id) not in h.container.worker.waiting_for_database:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        await proxy.restore()
+        run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=60)
+        assert run["id"] == run_id and run["status"] == "completed", run
+        assert [m["role"] for m in await messages(h, tid)] == ["user", "assistant"]
+        events = [e["data"] for e in await h.sse_events(run_id)]
+        routed = [e for e in events if e.get("type") == "custom" and e["data"]["stage"] == "routed"]
+        assert len(routed) == 1  # the router's step was committed: not run again
+        assert len(provider.requests) in (1, 2)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
+from structlog.testing import capture_logs
 
 from tests.support.api import add_doc, messages, new_thread, run_turns, state
 from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
@@ -240,10 +241,15 @@ async def test_a_graph_without_compression_says_so_and_fails_alone(
 
         # A graph raising at run time fails its run only: graph_error, the thread goes on.
         done = set(await h.run_ids(tid))
-        await post(h, tid, "explode now")
-        failed = await h.wait_for_run(tid, statuses={"failed", "completed"}, exclude=done)
+        with capture_logs() as logs:
+            await post(h, tid, "explode now")
+            failed = await h.wait_for_run(tid, statuses={"failed", "completed"}, exclude=done)
         assert failed["status"] == "failed" and failed["error_code"] == "graph_error", failed
         assert "own bug" not in (failed["error"] or "")
+        [logged] = [e for e in logs if e["event"] == "run_failed"]
+        assert logged["error_code"] == "graph_error" and logged["agent_id"] == "plain"
+        assert "ValueError: the graph's own bug" in logged["traceback"]
+        assert 'plain.py", line' in logged["traceback"]
         await run_turns(h, tid, ["still there?"])
         assert (await messages(h, tid))[-1]["content"] == "heard: still there?"
 

@@ -81,12 +81,11 @@ def _import_file(spec: AgentSpec, path: Path) -> types.ModuleType:
     if not path.is_file():
         raise _fail(spec, f"no file {path}")
     importable_from(path.parent)  # the file's siblings import as they do under langgraph dev
-    # One module per file: two graphs of one file (or a second load at start) share it.
+    # Named by its path; each load executes the file afresh (as a restarted server would: what
+    # it read from the environment at import is read again).
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
     stem = re.sub(r"\W", "_", path.stem)
     name = f"threadkeeper_graphs.{stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
     found = importlib.util.spec_from_file_location(name, path)
     assert found is not None and found.loader is not None
     module = importlib.util.module_from_spec(found)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
-from structlog.testing import capture_logs
 
 from tests.support.api import add_doc, messages, new_thread, run_turns, state
 from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
@@ -203,7 +202,7 @@ graph = builder.compile()
 
 
 async def test_a_graph_without_compression_says_so_and_fails_alone(
-    app_factory: AppFactory, tmp_path: Path
+    app_factory: AppFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "plain.py").write_text(PLAIN_GRAPH)
     config = {"graphs": {"plain": "./plain.py:graph"}, "dependencies": ["."]}
@@ -241,12 +240,15 @@ async def test_a_graph_without_compression_says_so_and_fails_alone(
 
         # A graph raising at run time fails its run only: graph_error, the thread goes on.
         done = set(await h.run_ids(tid))
-        with capture_logs() as logs:
-            await post(h, tid, "explode now")
-            failed = await h.wait_for_run(tid, statuses={"failed", "completed"}, exclude=done)
+        await post(h, tid, "explode now")
+        failed = await h.wait_for_run(tid, statuses={"failed", "completed"}, exclude=done)
         assert failed["status"] == "failed" and failed["error_code"] == "graph_error", failed
         assert "own bug" not in (failed["error"] or "")
-        [logged] = [e for e in logs if e["event"] == "run_failed"]
+        [logged] = [
+            r.msg
+            for r in caplog.records
+            if isinstance(r.msg, dict) and r.msg.get("event") == "run_failed"
+        ]
         assert logged["error_code"] == "graph_error" and logged["agent_id"] == "plain"
         assert "ValueError: the graph's own bug" in logged["traceback"]
         assert 'plain.py", line' in logged["traceback"]

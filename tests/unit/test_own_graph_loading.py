@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from structlog.testing import capture_logs
+from structlog.testing import CapturingLogger
 
+from app.agents import langgraph_config
 from app.agents.assembly import preflight
 from app.agents.own_graph import load_graph
 from app.agents.spec import AgentsFileError, load_agent_specs
@@ -31,6 +32,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.graph import StateGraph, MessagesState, START, END
 from langgraph.checkpoint.memory import InMemorySaver
+from structlog.testing import CapturingLogger
+
+from app.agents import langgraph_config
 
 def fake():
     return GenericFakeChatModel(messages=iter([AIMessage(content="hi")]))
@@ -210,8 +214,11 @@ def test_langgraph_json_dependencies_env_and_ignored_keys(
     }
     path = tmp_path / "langgraph.json"
     path.write_text(json.dumps(config))
-    with capture_logs() as logs:
-        [spec] = load_agent_specs(settings_for(path))
+    captured = CapturingLogger()
+    monkeypatch.setattr(langgraph_config, "log", captured)
+    [spec] = load_agent_specs(settings_for(path))
+    load_agent_specs(settings_for(path))  # read again at start: named once
+    logs = [{"event": c.args[0], **c.kwargs} for c in captured.calls]
     assert (spec.id, spec.description) == ("desk", "The desk.")
     assert os.environ["I33_FROM_DOTENV"] == "dotenv"
     assert os.environ["I33_PRESET"] == "from-environment"  # the environment wins

@@ -18,6 +18,7 @@ from structlog.testing import CapturingLogger
 
 from app.agents import langgraph_config
 from app.agents.assembly import preflight
+from app.agents.models import provider_models
 from app.agents.own_graph import load_graph
 from app.agents.spec import AgentsFileError, load_agent_specs
 from app.config import load_settings
@@ -258,3 +259,17 @@ def test_the_entry_points_exit_2_naming_the_graph(tmp_path: Path) -> None:
     assert checked.returncode == 2, checked.stdout
     assert f"problem agents: {expected}" in checked.stdout, checked.stdout
     assert "Traceback" not in checked.stdout + checked.stderr
+
+
+def test_a_graph_agent_has_only_a_summarizer_to_check(tmp_path: Path) -> None:
+    """``check --providers`` calls what Threadkeeper calls for a graph: its summarizer (the
+    graph calls its own model)."""
+    path = write_graph(tmp_path, "graph = builder()")
+    settings = load_settings(
+        {
+            "THREADKEEPER_AGENTS_FILE": str(path),
+            "THREADKEEPER_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        }
+    )
+    [spec] = preflight(settings)
+    assert set(provider_models(spec, settings)) == {"summarizer"}

@@ -147,3 +147,14 @@ def test_secrets_are_found_and_masked() -> None:
     shown = redacted(url)
     assert "s3cr" not in shown and "key-pass" not in shown
     assert shown == "postgresql://tk:***@db/app?sslmode=require&sslpassword=***"
+
+
+def test_what_the_url_leaves_out_is_left_to_the_driver_as_libpq_does() -> None:
+    """No host: asyncpg falls back like libpq (PGHOST, the Unix socket), never a made-up TCP
+    localhost; a Unix socket directory as ``host`` is passed through."""
+    kwargs = parse("postgresql:///app").asyncpg_kwargs(application_name="x", timeout=1)
+    assert kwargs["host"] is None and kwargs["port"] is None and kwargs["user"] is None
+    assert kwargs["database"] == "app"
+    socket = parse("postgresql:///app?host=/var/run/postgresql&port=5433")
+    kwargs = socket.asyncpg_kwargs(application_name="x", timeout=1)
+    assert kwargs["host"] == "/var/run/postgresql" and kwargs["port"] == 5433

@@ -107,6 +107,11 @@ async def check_connections(ctx: CheckContext, report: Report) -> None:
             f"{who} may open {plan.direct} connections ({plan.per_process_direct} each: {pools} "
             f"+ 1 LISTEN); {server}"
         )
+    if db.transaction_pooler and not db.database_direct_url:
+        report.warning(
+            "no THREADKEEPER_DATABASE_DIRECT_URL: LISTEN cannot go through a transaction "
+            "pooler, so SSE streams and workers poll instead of being woken at once"
+        )
     if plan.direct > usable:
         report.problem(
             f"{line}: too many. Lower the pool sizes, or put PgBouncer in front "

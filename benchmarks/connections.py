@@ -11,7 +11,9 @@ call (a turn is two calls). ``--threads`` threads post their next turn when the 
 (closed loop) and read their agent state after each (the API's checkpointer reads). Every 0.2 s
 ``pg_stat_activity`` is read and each connection attributed to its process (its client port,
 through psutil) and pool (its application name); printed: the most connections each process held
-per pool and in all, and the turns completed.
+per pool and in all, the most server connections in all, and the turns completed.
+``--pgbouncer``: both processes through a PgBouncer in transaction mode (40 server connections)
+in front of the same database: PostgreSQL then sees the pooler's connections and the LISTEN ones.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psutil
@@ -58,6 +61,8 @@ class Peaks:
         self.pids = pids
         self.per_pool: dict[tuple[str, str], int] = collections.defaultdict(int)
         self.per_process: dict[str, int] = collections.defaultdict(int)
+        #: The most server connections in all (through a pooler: the pooler's).
+        self.server = 0
 
     def _ports(self) -> dict[int, str]:
         ports: dict[int, str] = {}
@@ -79,6 +84,7 @@ class Peaks:
                 counts: collections.Counter[tuple[str, str]] = collections.Counter(
                     (ports.get(port, "?"), name) for port, name in rows
                 )
+                self.server = max(self.server, len(rows))
                 for key, n in counts.items():
                     self.per_pool[key] = max(self.per_pool[key], n)
                 for role in self.pids:
@@ -115,12 +121,34 @@ async def drive(base: str, url: str, threads: int, seconds: float) -> int:
     return completed
 
 
+@contextlib.asynccontextmanager
+async def through(url: str, pgbouncer: bool) -> AsyncIterator[dict[str, str]]:
+    """The processes' database settings: ``url`` itself, or a PgBouncer in front of it."""
+    if not pgbouncer:
+        yield {}
+        return
+    from tests.support.pgbouncer import pgbouncer as start_pgbouncer
+
+    with start_pgbouncer(url, pool_size=40) as bouncer:
+        yield {
+            "DATABASE_URL": bouncer.url(),
+            "THREADKEEPER_DATABASE_POOLER": "transaction",
+            "THREADKEEPER_DATABASE_DIRECT_URL": url,
+        }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for both")
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="both processes through a PgBouncer in transaction mode (tests/support/pgbouncer.py;"
+        " LISTEN on the direct URL); the sampled connections are then the pooler's clients",
+    )
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     from benchmarks.common import server_from_env
@@ -129,10 +157,11 @@ async def main() -> None:
     phase = Phase(args.threads, args.latency)
     with provider(phase, logs / "provider.log") as base_v1:
         await wait_provider(base_v1)
-        async with database(server_from_env()) as url:
+        async with database(server_from_env()) as url, through(url, args.pgbouncer) as route:
             workdir = tempfile.mkdtemp(prefix="tk_connections_wd_")
             env = {
                 **service_env(url, workdir, worker=False),
+                **route,
                 "THREADKEEPER_LLM_BASE_URL": base_v1,
                 "THREADKEEPER_LLM_API_KEY": "bench-provider-key",
                 "THREADKEEPER_LLM_MODEL": "gpt-test",
@@ -153,7 +182,11 @@ async def main() -> None:
                     await sampler
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{args.threads} threads @{args.latency:g}s, {args.seconds:g} s: {completed} turns")
+    print(
+        f"{args.threads} threads @{args.latency:g}s, {args.seconds:g} s"
+        f"{' through PgBouncer' if args.pgbouncer else ''}: {completed} turns, "
+        f"PostgreSQL held at most {peaks.server} of their connections"
+    )
     for role in ("api", "worker"):
         pools = ", ".join(
             f"{name.removeprefix('threadkeeper-')} {n}"

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psutil
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,8 +58,8 @@ ACTIVITY = (
 class Peaks:
     """The most connections per (process, pool) and per process, sampled."""
 
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
+    def __init__(self, pids: dict[str, int], server_port: int) -> None:
+        self.pids, self.server_port = pids, server_port
         self.per_pool: dict[tuple[str, str], int] = collections.defaultdict(int)
         self.per_process: dict[str, int] = collections.defaultdict(int)
         #: The most server connections in all (through a pooler: the pooler's).
@@ -68,7 +69,8 @@ class Peaks:
         ports: dict[int, str] = {}
         for role, pid in self.pids.items():
             for conn in psutil.Process(pid).net_connections(kind="tcp"):
-                if conn.laddr:
+                # Only connections to PostgreSQL itself (not to a pooler in between).
+                if conn.laddr and conn.raddr and conn.raddr.port == self.server_port:
                     ports[conn.laddr.port] = role
         return ports
 
@@ -174,7 +176,10 @@ async def main() -> None:
                     worker_process(env, workdir, wlog) as worker,
                 ):
                     await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-                    peaks = Peaks({"api": server_pid(base), "worker": worker.pid})
+                    peaks = Peaks(
+                        {"api": server_pid(base), "worker": worker.pid},
+                        make_url(url).port or 5432,
+                    )
                     stop = asyncio.Event()
                     sampler = asyncio.create_task(peaks.run(url, stop))
                     completed = await drive(base, url, args.threads, args.seconds)

@@ -11,7 +11,9 @@ call (a turn is two calls). ``--threads`` threads post their next turn when the 
 (closed loop) and read their agent state after each (the API's checkpointer reads). Every 0.2 s
 ``pg_stat_activity`` is read and each connection attributed to its process (its client port,
 through psutil) and pool (its application name); printed: the most connections each process held
-per pool and in all, and the turns completed.
+per pool and in all, the most server connections in all, and the turns completed.
+``--pgbouncer``: both processes through a PgBouncer in transaction mode (40 server connections)
+in front of the same database: PostgreSQL then sees the pooler's connections and the LISTEN ones.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psutil
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,16 +58,19 @@ ACTIVITY = (
 class Peaks:
     """The most connections per (process, pool) and per process, sampled."""
 
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
+    def __init__(self, pids: dict[str, int], server_port: int) -> None:
+        self.pids, self.server_port = pids, server_port
         self.per_pool: dict[tuple[str, str], int] = collections.defaultdict(int)
         self.per_process: dict[str, int] = collections.defaultdict(int)
+        #: The most server connections in all (through a pooler: the pooler's).
+        self.server = 0
 
     def _ports(self) -> dict[int, str]:
         ports: dict[int, str] = {}
         for role, pid in self.pids.items():
             for conn in psutil.Process(pid).net_connections(kind="tcp"):
-                if conn.laddr:
+                # Only connections to PostgreSQL itself (not to a pooler in between).
+                if conn.laddr and conn.raddr and conn.raddr.port == self.server_port:
                     ports[conn.laddr.port] = role
         return ports
 
@@ -79,6 +86,7 @@ class Peaks:
                 counts: collections.Counter[tuple[str, str]] = collections.Counter(
                     (ports.get(port, "?"), name) for port, name in rows
                 )
+                self.server = max(self.server, len(rows))
                 for key, n in counts.items():
                     self.per_pool[key] = max(self.per_pool[key], n)
                 for role in self.pids:
@@ -115,12 +123,34 @@ async def drive(base: str, url: str, threads: int, seconds: float) -> int:
     return completed
 
 
+@contextlib.asynccontextmanager
+async def through(url: str, pgbouncer: bool) -> AsyncIterator[dict[str, str]]:
+    """The processes' database settings: ``url`` itself, or a PgBouncer in front of it."""
+    if not pgbouncer:
+        yield {}
+        return
+    from tests.support.pgbouncer import pgbouncer as start_pgbouncer
+
+    with start_pgbouncer(url, pool_size=40) as bouncer:
+        yield {
+            "DATABASE_URL": bouncer.url(),
+            "THREADKEEPER_DATABASE_POOLER": "transaction",
+            "THREADKEEPER_DATABASE_DIRECT_URL": url,
+        }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for both")
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="both processes through a PgBouncer in transaction mode (tests/support/pgbouncer.py;"
+        " LISTEN on the direct URL); the sampled connections are then the pooler's clients",
+    )
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     from benchmarks.common import server_from_env
@@ -129,10 +159,11 @@ async def main() -> None:
     phase = Phase(args.threads, args.latency)
     with provider(phase, logs / "provider.log") as base_v1:
         await wait_provider(base_v1)
-        async with database(server_from_env()) as url:
+        async with database(server_from_env()) as url, through(url, args.pgbouncer) as route:
             workdir = tempfile.mkdtemp(prefix="tk_connections_wd_")
             env = {
                 **service_env(url, workdir, worker=False),
+                **route,
                 "THREADKEEPER_LLM_BASE_URL": base_v1,
                 "THREADKEEPER_LLM_API_KEY": "bench-provider-key",
                 "THREADKEEPER_LLM_MODEL": "gpt-test",
@@ -145,7 +176,10 @@ async def main() -> None:
                     worker_process(env, workdir, wlog) as worker,
                 ):
                     await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-                    peaks = Peaks({"api": server_pid(base), "worker": worker.pid})
+                    peaks = Peaks(
+                        {"api": server_pid(base), "worker": worker.pid},
+                        make_url(url).port or 5432,
+                    )
                     stop = asyncio.Event()
                     sampler = asyncio.create_task(peaks.run(url, stop))
                     completed = await drive(base, url, args.threads, args.seconds)
@@ -153,7 +187,11 @@ async def main() -> None:
                     await sampler
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{args.threads} threads @{args.latency:g}s, {args.seconds:g} s: {completed} turns")
+    print(
+        f"{args.threads} threads @{args.latency:g}s, {args.seconds:g} s"
+        f"{' through PgBouncer' if args.pgbouncer else ''}: {completed} turns, "
+        f"PostgreSQL held at most {peaks.server} of their connections"
+    )
     for role in ("api", "worker"):
         pools = ", ".join(
             f"{name.removeprefix('threadkeeper-')} {n}"

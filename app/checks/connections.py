@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.checks.base import CheckContext, Report
-from app.config import DatabaseSettings
+from app.config import DatabaseSettings, is_loopback
 from app.db.preflight import describe
 from app.db.urls import parse
 
@@ -24,7 +24,9 @@ SERVER_LIMITS = """
 SELECT current_setting('max_connections')::int AS max_connections,
        current_setting('superuser_reserved_connections')::int
        + coalesce(current_setting('reserved_connections', true)::int, 0) AS reserved,
-       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') AS in_use
+       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') AS in_use,
+       (SELECT CASE WHEN ssl THEN version END FROM pg_stat_ssl
+        WHERE pid = pg_backend_pid()) AS tls
 """
 
 
@@ -107,6 +109,14 @@ async def check_connections(ctx: CheckContext, report: Report) -> None:
             f"{who} may open {plan.direct} connections ({plan.per_process_direct} each: {pools} "
             f"+ 1 LISTEN); {server}"
         )
+    report_tls(
+        report, url, row["tls"], through_pooler=db.transaction_pooler and url == db.database_url
+    )
+    if db.transaction_pooler and not db.database_direct_url:
+        report.warning(
+            "no THREADKEEPER_DATABASE_DIRECT_URL: LISTEN cannot go through a transaction "
+            "pooler, so SSE streams and workers poll instead of being woken at once"
+        )
     if plan.direct > usable:
         report.problem(
             f"{line}: too many. Lower the pool sizes, or put PgBouncer in front "
@@ -114,3 +124,25 @@ async def check_connections(ctx: CheckContext, report: Report) -> None:
         )
     else:
         report.ok(line)
+
+
+def report_tls(report: Report, url: str, tls: str | None, *, through_pooler: bool) -> None:
+    """Whether this connection to PostgreSQL is encrypted (the server's own view); through a
+    pooler that is the pooler's connection, so nothing is said."""
+    if through_pooler:
+        return
+    mode = parse(url).params.get("sslmode", "prefer")
+    if tls:
+        report.ok(f"the connection to {describe(url)} is encrypted ({tls}, sslmode={mode})")
+    elif is_loopback_url(url):
+        report.ok(f"the connection to {describe(url)} is not encrypted (a loopback address)")
+    else:
+        report.warning(
+            f"the connection to {describe(url)} is not encrypted: add ?sslmode=verify-full"
+            "&sslrootcert=<the CA file> (or at least sslmode=require) to the database URL"
+        )
+
+
+def is_loopback_url(url: str) -> bool:
+    hosts = parse(url).params.get("host", "")
+    return all(h.startswith("/") or is_loopback(h) for h in hosts.split(",")) if hosts else True

@@ -10,6 +10,8 @@ scripts/bootstrap.sh
 scripts/ensure_chromium.sh
 # The sign-in tests run the identity provider with a skewed clock (Debian's faketime).
 scripts/ensure_faketime.sh
+# The pooler tests run the service behind Debian's pgbouncer in transaction mode.
+scripts/ensure_pgbouncer.sh
 .venv/bin/ruff check app tests benchmarks threadkeeper examples
 .venv/bin/mypy app threadkeeper
 # The architecture contract (layers, no cycles): [tool.importlinter] in pyproject.toml.

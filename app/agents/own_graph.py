@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import types
 from collections import deque
@@ -79,7 +81,11 @@ def _import_file(spec: AgentSpec, path: Path) -> types.ModuleType:
     if not path.is_file():
         raise _fail(spec, f"no file {path}")
     importable_from(path.parent)  # the file's siblings import as they do under langgraph dev
-    name = f"threadkeeper_graphs.{spec.id.replace('.', '_').replace('-', '_')}"
+    # Named by its path; each load executes the file afresh (as a restarted server would: what
+    # it read from the environment at import is read again).
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"threadkeeper_graphs.{stem}_{digest}"
     found = importlib.util.spec_from_file_location(name, path)
     assert found is not None and found.loader is not None
     module = importlib.util.module_from_spec(found)

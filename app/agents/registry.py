@@ -126,6 +126,12 @@ class AgentRegistry:
         found = self._runtimes.get(agent_id)
         return found.state() if found is not None else AgentStateRepository(self.state_graph)
 
+    def own_graph(self, agent_id: str) -> Any:
+        """The compiled graph of an agent that serves a graph of the user's own (what the
+        LangGraph door draws and describes); None for an assembled or unavailable agent."""
+        found = self._runtimes.get(agent_id)
+        return found.graph if found is not None and found.own_graph else None
+
     def runtimes(self) -> list[AgentRuntime]:
         return list(self._runtimes.values())
 

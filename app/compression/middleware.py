@@ -40,7 +40,11 @@ from app.compression.outcome import (
 from app.compression.overflow import is_context_overflow
 from app.compression.summarizers import SummaryError
 from app.compression.summary import ContextCompressor
-from app.compression.tokens import stamp_request_tokens, traced_model_call
+from app.compression.tokens import (
+    stamp_request_base,
+    stamp_request_tokens,
+    traced_model_call,
+)
 from app.domain.errors import NothingToCompress
 
 __all__ = [
@@ -189,6 +193,9 @@ class SummaryMiddleware(AgentMiddleware):
                 current.system_message, current.tools, current.messages
             ),
         )
+        stamp_request_base(
+            response.result, _base_tokens(compressor, current.system_message, current.tools)
+        )
         if outcome is None or not outcome.changed:
             return response
         update = state_update(outcome, response.result)
@@ -252,6 +259,7 @@ async def compressed_model_call(
         reply = await call(view)
         outcome = merge_outcomes(outcome, retry)
     stamp_request_tokens([reply], compressor.counter.count_request(system, tools, view))
+    stamp_request_base([reply], _base_tokens(compressor, system, tools))
     if outcome is None or not outcome.changed:
         return [reply]
     return list(state_update(outcome, [reply])["messages"])
@@ -276,6 +284,14 @@ def compression_node(
         return {messages_key: update}
 
     return node
+
+
+def _base_tokens(
+    compressor: ContextCompressor, system: SystemMessage | str | None, tools: Sequence[Any] | None
+) -> int:
+    """The request's prompt and tool schemas alone (``request_base``)."""
+    counter = compressor.counter
+    return counter.count_request(system, tools, []) - counter.count_request(None, None, [])
 
 
 def _as_any(messages: Sequence[BaseMessage]) -> list[AnyMessage]:

@@ -88,10 +88,6 @@ class DatabaseUrl:
     def database(self) -> str:
         return self.params.get("dbname") or self.params.get("user") or "postgres"
 
-    @property
-    def sslmode(self) -> str:
-        return self.params.get("sslmode", "prefer")
-
     def describe(self) -> str:
         """``host:port/db`` (every host, never the password)."""
         hosts = ",".join(f"{h}:{p}" for h, p in zip(self.hosts, self.ports, strict=False))
@@ -114,12 +110,14 @@ class DatabaseUrl:
         }
         if p.get("options"):
             server_settings["options"] = p["options"]
+        # What the URL leaves out (host, port, user, database) is left to asyncpg, which falls
+        # back as libpq does (PGHOST..., the Unix socket, the user's name).
         kwargs: dict[str, Any] = {
-            "host": self.hosts if len(self.hosts) > 1 else self.hosts[0],
-            "port": self.ports if len(self.ports) > 1 else self.ports[0],
+            "host": _one_or_list(self.hosts) if "host" in p else None,
+            "port": _one_or_list(self.ports) if "port" in p else None,
             "user": p.get("user"),
             "password": p.get("password"),
-            "database": self.database,
+            "database": p.get("dbname"),
             "ssl": self._ssl,
             "server_settings": server_settings,
             "timeout": float(p["connect_timeout"]) if p.get("connect_timeout") else timeout,
@@ -133,6 +131,10 @@ class DatabaseUrl:
     def conninfo(self, **extra: Any) -> str:
         """The libpq connection string (psycopg), plus ``extra`` keywords."""
         return make_conninfo("", **{**self.params, **extra})
+
+
+def _one_or_list(values: list[Any]) -> Any:
+    return values if len(values) > 1 else values[0]
 
 
 def parse(url: str) -> DatabaseUrl:

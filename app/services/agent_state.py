@@ -18,6 +18,7 @@ from app.compression.summary_messages import (
     stacked_summary_text,
     summarized_count,
 )
+from app.compression.tokens import provider_ratio, request_base, scale
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
@@ -113,6 +114,9 @@ class AgentStateService:
         tokens = compressor.count(
             snapshot.messages, system_message=agent.system_message, tools=agent.tools
         )
+        if agent.own_graph:  # its prompt and tools are the graph's: as its last request had them
+            ratio = provider_ratio(snapshot.messages)
+            tokens += scale(request_base(snapshot.messages), ratio)
         # The summary may be several stacked segments at the head of the view.
         summary_present = any(is_summary_message(m) for m in snapshot.messages)
         summarized = summarized_count(snapshot.messages)

@@ -156,6 +156,19 @@ async def _wait_completed(client: httpx.AsyncClient, tid: str) -> None:
     raise AssertionError("the run did not complete")
 
 
+def test_check_says_the_connection_is_encrypted(cluster: TlsCluster) -> None:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    url = cluster.url(f"sslmode=verify-full&sslrootcert={cluster.ca}")
+    out = app_run(["check"], {**keep, "DATABASE_URL": url})
+    assert "Traceback" not in out.stdout + out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith("ok      connections:")]
+    assert any(
+        f"the connection to localhost:{cluster.port}/postgres is encrypted (TLSv1.3, "
+        "sslmode=verify-full)" in line
+        for line in lines
+    ), out.stdout
+
+
 def test_serve_refuses_a_parameter_asyncpg_cannot_honour_in_one_line() -> None:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     for query, named in (

@@ -110,6 +110,16 @@ async def test_hand_built_graph_through_the_langgraph_door(
         client = get_client(url=url, api_key=API_KEY)
         [assistant] = await client.assistants.search()
         assert assistant["graph_id"] == "support_desk"
+        # The assistant describes the graph itself: its nodes and its state keys.
+        drawn = await client.assistants.get_graph("support_desk")
+        assert {n["id"] for n in drawn["nodes"]} >= {"router", "retrieve", "approve", "respond"}
+        schemas = await client.assistants.get_schemas("support_desk")
+        assert set(schemas["output_schema"]["properties"]) == {
+            "messages",
+            "route",
+            "documents",
+            "approved",
+        }
         thread = await client.threads.create()
         tid = thread["thread_id"]
         provider.enqueue_text("Covered for two years.")
@@ -192,7 +202,7 @@ graph = builder.compile()
 
 
 async def test_a_graph_without_compression_says_so_and_fails_alone(
-    app_factory: AppFactory, tmp_path: Path
+    app_factory: AppFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "plain.py").write_text(PLAIN_GRAPH)
     config = {"graphs": {"plain": "./plain.py:graph"}, "dependencies": ["."]}
@@ -234,5 +244,40 @@ async def test_a_graph_without_compression_says_so_and_fails_alone(
         failed = await h.wait_for_run(tid, statuses={"failed", "completed"}, exclude=done)
         assert failed["status"] == "failed" and failed["error_code"] == "graph_error", failed
         assert "own bug" not in (failed["error"] or "")
+        [logged] = [
+            r.msg
+            for r in caplog.records
+            if isinstance(r.msg, dict) and r.msg.get("event") == "run_failed"
+        ]
+        assert logged["error_code"] == "graph_error" and logged["agent_id"] == "plain"
+        assert "ValueError: the graph's own bug" in logged["traceback"]
+        assert 'plain.py", line' in logged["traceback"]
         await run_turns(h, tid, ["still there?"])
         assert (await messages(h, tid))[-1]["content"] == "heard: still there?"
+
+
+async def test_cancel_a_running_and_an_interrupted_own_graph_run(
+    app_factory: AppFactory, provider: Any
+) -> None:
+    async with app_factory(agents_file=str(DESK)) as h:
+        tid = await new_thread(h)
+        provider.hold()  # the respond node's model call waits
+        await post(h, tid, "How long is the warranty?")
+        run = await h.wait_for_run(tid, statuses={"running"})
+        resp = await h.client.post(f"/v1/runs/{run['id']}/cancel", headers=AUTH)
+        assert resp.status_code == 200, resp.text
+        final = await h.wait_for_run(tid, statuses={"cancelled", "completed", "failed"})
+        assert final["status"] == "cancelled", final
+        provider.release()
+        provider.block = None
+
+        # Interrupted by interrupt(value), then cancelled: the thread takes new input.
+        done = set(await h.run_ids(tid))
+        await post(h, tid, "refund please")
+        waiting = await h.wait_for_run(tid, statuses={"interrupted", "failed"}, exclude=done)
+        assert waiting["status"] == "interrupted", waiting
+        resp = await h.client.post(f"/v1/runs/{waiting['id']}/cancel", headers=AUTH)
+        assert resp.status_code == 200 and resp.json()["status"] == "cancelled", resp.text
+        provider.enqueue_text("Two years.")
+        await run_turns(h, tid, ["and the warranty?"])
+        assert (await messages(h, tid))[-1]["content"] == "Two years."

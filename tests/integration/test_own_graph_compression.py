@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from app.compression.tokens import request_base
 from tests.support.api import messages, run_turns, state
 from tests.support.app_harness import AUTH, AppFactory, AppHarness
 from tests.support.openai_server import OpenAICompatibleServer
@@ -128,6 +129,13 @@ async def test_automatic_compression_offloads_with_previews(
         [tool] = [m for m in sent if m["role"] == "tool"]
         assert len(tool["content"]) < 2000 and "page0 holds" in tool["content"]
         await assert_offloaded_with_sha256(h, tid)
+        # The next request is counted with the prompt and tool schemas the graph sent last.
+        runtime = h.container.agents.runtime(agent_id)
+        snapshot = await runtime.state().get(tid)
+        base = request_base(snapshot.messages)
+        assert base > 20  # "Answer briefly." or nothing, and fetch_page's schema
+        messages_only = runtime.compressor.count(snapshot.messages)
+        assert (await state(h, tid))["context"]["input_tokens"] > messages_only
         run_id = (await h.run_ids(tid))[0]
         kinds = [e["data"] for e in await h.sse_events(run_id)]
         compressions = [e for e in kinds if e.get("type") == "compression"]

@@ -1,8 +1,9 @@
 """Server processes that refuse to run as root (``initdb``, ``postgres``, ``pgbouncer``).
 
 The machines and CI run the tests as root; these servers are then run as the ``postgres`` system
-user (the Debian PostgreSQL packages create it) through ``runuser``, in a directory it owns. As an
-ordinary user they simply run as that user.
+user (the Debian PostgreSQL packages create it) through ``setpriv`` (which execs the server: its
+process id is the server's, for a test to stop), in a directory it owns. As an ordinary user they
+simply run as that user.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ def as_server_user(argv: list[str]) -> list[str]:
     """``argv`` run as ``SERVER_USER`` when we are root, else as is."""
     if os.geteuid() != 0:
         return argv
-    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
-    return [runuser, "-u", SERVER_USER, "--", *argv]
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    user = f"--reuid={SERVER_USER}", f"--regid={SERVER_USER}", "--init-groups"
+    return [setpriv, *user, "--", *argv]
 
 
 def server_dir(prefix: str) -> Path:

@@ -153,3 +153,39 @@ def test_secrets_are_found_and_masked() -> None:
     shown = redacted(url)
     assert "s3cr" not in shown and "key-pass" not in shown
     assert shown == "postgresql://tk:***@db/app?sslmode=require&sslpassword=***"
+
+
+def test_what_the_url_leaves_out_is_left_to_the_driver_as_libpq_does() -> None:
+    """No host: asyncpg falls back like libpq (PGHOST, the Unix socket), never a made-up TCP
+    localhost; a Unix socket directory as ``host`` is passed through."""
+    kwargs = parse("postgresql:///app").asyncpg_kwargs(application_name="x", timeout=1)
+    assert kwargs["host"] is None and kwargs["port"] is None and kwargs["user"] is None
+    assert kwargs["database"] == "app"
+    socket = parse("postgresql:///app?host=/var/run/postgresql&port=5433")
+    kwargs = socket.asyncpg_kwargs(application_name="x", timeout=1)
+    assert kwargs["host"] == "/var/run/postgresql" and kwargs["port"] == 5433
+
+
+def test_settings_report_and_log_redaction_mask_both_urls_secrets() -> None:
+    from app.log_redaction import secrets_of
+    from app.settings_report import report
+
+    settings = load_settings(
+        {
+            "DATABASE_URL": "postgresql://tk:pooled-pw-1@pgbouncer:6432/tk?sslmode=require",
+            "THREADKEEPER_DATABASE_POOLER": "transaction",
+            "THREADKEEPER_DATABASE_DIRECT_URL": (
+                "postgresql://tk:direct-pw-2@db:5432/tk?sslmode=require&sslpassword=key-pass-3"
+            ),
+        }
+    )
+    text = report(settings, environ={})
+    lines = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert lines["DATABASE_URL"] == "postgresql://tk:***@pgbouncer:6432/tk?sslmode=require"
+    assert lines["THREADKEEPER_DATABASE_DIRECT_URL"] == (
+        "postgresql://tk:***@db:5432/tk?sslmode=require&sslpassword=***"
+    )
+    assert lines["THREADKEEPER_DATABASE_POOLER"] == "transaction"
+    for secret in ("pooled-pw-1", "direct-pw-2", "key-pass-3"):
+        assert secret not in text
+        assert secret in secrets_of(settings)

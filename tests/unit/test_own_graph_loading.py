@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from structlog.testing import capture_logs
+from structlog.testing import CapturingLogger
 
+from app.agents import langgraph_config
 from app.agents.assembly import preflight
+from app.agents.models import provider_models
 from app.agents.own_graph import load_graph
 from app.agents.spec import AgentsFileError, load_agent_specs
 from app.config import load_settings
@@ -31,6 +33,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.graph import StateGraph, MessagesState, START, END
 from langgraph.checkpoint.memory import InMemorySaver
+from structlog.testing import CapturingLogger
+
+from app.agents import langgraph_config
 
 def fake():
     return GenericFakeChatModel(messages=iter([AIMessage(content="hi")]))
@@ -210,8 +215,11 @@ def test_langgraph_json_dependencies_env_and_ignored_keys(
     }
     path = tmp_path / "langgraph.json"
     path.write_text(json.dumps(config))
-    with capture_logs() as logs:
-        [spec] = load_agent_specs(settings_for(path))
+    captured = CapturingLogger()
+    monkeypatch.setattr(langgraph_config, "log", captured)
+    [spec] = load_agent_specs(settings_for(path))
+    load_agent_specs(settings_for(path))  # read again at start: named once
+    logs = [{"event": c.args[0], **c.kwargs} for c in captured.calls]
     assert (spec.id, spec.description) == ("desk", "The desk.")
     assert os.environ["I33_FROM_DOTENV"] == "dotenv"
     assert os.environ["I33_PRESET"] == "from-environment"  # the environment wins
@@ -251,3 +259,17 @@ def test_the_entry_points_exit_2_naming_the_graph(tmp_path: Path) -> None:
     assert checked.returncode == 2, checked.stdout
     assert f"problem agents: {expected}" in checked.stdout, checked.stdout
     assert "Traceback" not in checked.stdout + checked.stderr
+
+
+def test_a_graph_agent_has_only_a_summarizer_to_check(tmp_path: Path) -> None:
+    """``check --providers`` calls what Threadkeeper calls for a graph: its summarizer (the
+    graph calls its own model)."""
+    path = write_graph(tmp_path, "graph = builder()")
+    settings = load_settings(
+        {
+            "THREADKEEPER_AGENTS_FILE": str(path),
+            "THREADKEEPER_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        }
+    )
+    [spec] = preflight(settings)
+    assert set(provider_models(spec, settings)) == {"summarizer"}

@@ -97,11 +97,12 @@ class AssistantController(Controller):
     async def get_schemas(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
     ) -> dict[str, Any]:
-        return schemas_json(find_agent(agent_registry, assistant_id))
+        agent = find_agent(agent_registry, assistant_id)
+        return schemas_json(agent, agent_registry.own_graph(agent.id))
 
     @get("/{assistant_id:str}/graph", operation_id="GetAssistantGraph")
     async def get_graph(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
     ) -> dict[str, Any]:
         find_agent(agent_registry, assistant_id)
-        return graph_json()
+        return graph_json(agent_registry.own_graph(assistant_id))

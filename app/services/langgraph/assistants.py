@@ -64,7 +64,17 @@ MESSAGES_STATE_SCHEMA: dict[str, Any] = {
 }
 
 
-def schemas_json(agent: AgentInfo) -> dict[str, Any]:
+def schemas_json(agent: AgentInfo, graph: Any = None) -> dict[str, Any]:
+    """The assembled agent's MessagesState; a graph of the user's own describes itself."""
+    if graph is not None:
+        return {
+            "graph_id": agent.id,
+            "input_schema": graph.get_input_jsonschema(),
+            "output_schema": graph.get_output_jsonschema(),
+            "state_schema": graph.get_output_jsonschema(),
+            "config_schema": {"title": "Config", "type": "object", "properties": {}},
+            "context_schema": graph.get_context_jsonschema(),
+        }
     return {
         "graph_id": agent.id,
         "input_schema": MESSAGES_STATE_SCHEMA,
@@ -75,8 +85,12 @@ def schemas_json(agent: AgentInfo) -> dict[str, Any]:
     }
 
 
-def graph_json() -> dict[str, Any]:
-    """The agent loop as LangGraph draws it: model <-> tools."""
+def graph_json(graph: Any = None) -> dict[str, Any]:
+    """The agent loop as LangGraph draws it: model <-> tools; a graph of the user's own as
+    LangGraph draws it."""
+    if graph is not None:
+        drawn: dict[str, Any] = graph.get_graph().to_json()
+        return drawn
     nodes = ["__start__", "model", "tools", "__end__"]
     edges = [
         ("__start__", "model", False),

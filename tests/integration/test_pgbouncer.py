@@ -15,7 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import structlog
 from sqlalchemy import text
 
 from app.db.migrate import upgrade_head
@@ -119,56 +118,66 @@ async def test_migrations_and_checkpointer_setup_through_the_pooler(
             assert row == (True,)
 
 
+def notifications_off(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The ``database_notifications_off`` lines, read from the stdlib records every structlog
+    line ends in (``structlog.testing.capture_logs`` misses loggers an earlier test in the same
+    worker already cached)."""
+    return [
+        r.msg
+        for r in caplog.records
+        if isinstance(r.msg, dict) and r.msg.get("event") == "database_notifications_off"
+    ]
+
+
 async def test_without_a_direct_url_streams_and_workers_poll_and_say_so_once(
-    bouncer: Bouncer, app_factory: AppFactory
+    bouncer: Bouncer, app_factory: AppFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Concurrent turns on several threads through six shared server connections: every run
     completes, agent state reads and manual compression work, the listener never starts, and
     the start says once that notifications are off."""
-    with structlog.testing.capture_logs() as logs:
-        async with app_factory(
-            database_url=bouncer.url(), database_pooler="transaction", **BIG
-        ) as h:
-            assert h.container.notifier.connected.is_set() is False
-            await seed_kb(h)
-            tids = [await new_thread(h) for _ in range(4)]
-            await asyncio.gather(
-                *(run_turns(h, tid, ["how does a lease expire?", "heartbeat?"]) for tid in tids)
-            )
-            for tid in tids:
-                assert len((await state(h, tid))["messages"]) >= 4
-            resp = await h.client.post(f"/v1/threads/{tids[0]}/context/compress", headers=AUTH)
-            assert resp.status_code == 200, resp.text
-            events = await h.sse_events((await h.run_ids(tids[1]))[0])
-            assert events and events[-1]["data"]["status"] == "completed", events[-3:]
-    off = [e for e in logs if e.get("event") == "database_notifications_off"]
+    async with app_factory(database_url=bouncer.url(), database_pooler="transaction", **BIG) as h:
+        assert h.container.notifier.connected.is_set() is False
+        await seed_kb(h)
+        tids = [await new_thread(h) for _ in range(4)]
+        await asyncio.gather(
+            *(run_turns(h, tid, ["how does a lease expire?", "heartbeat?"]) for tid in tids)
+        )
+        for tid in tids:
+            assert len((await state(h, tid))["messages"]) >= 4
+        resp = await h.client.post(f"/v1/threads/{tids[0]}/context/compress", headers=AUTH)
+        assert resp.status_code == 200, resp.text
+        events = await h.sse_events((await h.run_ids(tids[1]))[0])
+        assert events and events[-1]["data"]["status"] == "completed", events[-3:]
+    off = notifications_off(caplog)
     assert len(off) == 1, off
     assert "THREADKEEPER_DATABASE_DIRECT_URL" in off[0]["reason"]
 
 
 async def test_with_a_direct_url_the_listener_uses_it(
-    bouncer: Bouncer, database_url: str, app_factory: AppFactory
+    bouncer: Bouncer,
+    database_url: str,
+    app_factory: AppFactory,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     overrides: dict[str, Any] = {
         "database_url": bouncer.url(),
         "database_pooler": "transaction",
         "database_direct_url": database_url,
     }
-    with structlog.testing.capture_logs() as logs:
-        async with app_factory(**overrides) as h:
-            await asyncio.wait_for(h.container.notifier.connected.wait(), 30)
-            tid = await new_thread(h)
-            await run_turns(h, tid, ["hello"])
-            # The listener's session is on PostgreSQL itself: it is not among the bouncer's
-            # clients (SHOW CLIENTS on the admin console lists each client's application name).
-            with psycopg.connect(
-                bouncer.url("pgbouncer"),
-                autocommit=True,
-                cursor_factory=psycopg.ClientCursor,  # the admin console: simple queries only
-            ) as admin:
-                cur = admin.execute("SHOW CLIENTS")
-                cols = [c.name for c in cur.description or []]
-                apps = {dict(zip(cols, r, strict=False)).get("application_name") for r in cur}
-            assert "threadkeeper-sql" in apps and "threadkeeper-checkpointer" in apps, apps
-            assert "threadkeeper-listener" not in apps
-    assert not [e for e in logs if e.get("event") == "database_notifications_off"]
+    async with app_factory(**overrides) as h:
+        await asyncio.wait_for(h.container.notifier.connected.wait(), 30)
+        tid = await new_thread(h)
+        await run_turns(h, tid, ["hello"])
+        # The listener's session is on PostgreSQL itself: it is not among the bouncer's
+        # clients (SHOW CLIENTS on the admin console lists each client's application name).
+        with psycopg.connect(
+            bouncer.url("pgbouncer"),
+            autocommit=True,
+            cursor_factory=psycopg.ClientCursor,  # the admin console: simple queries only
+        ) as admin:
+            cur = admin.execute("SHOW CLIENTS")
+            cols = [c.name for c in cur.description or []]
+            apps = {dict(zip(cols, r, strict=False)).get("application_name") for r in cur}
+        assert "threadkeeper-sql" in apps and "threadkeeper-checkpointer" in apps, apps
+        assert "threadkeeper-listener" not in apps
+    assert not notifications_off(caplog)

@@ -184,7 +184,11 @@ async def test_join_stream_of_a_live_run_replays_its_own_modes_with_ids(
             events = {p.event for p in parts[1:]}
             assert events == {"values", "messages"}, events
             assert all(p.id for p in parts[1:])
-            assert len([p for p in parts if p.event == "messages"]) > 1  # streamed tokens
+            tokens = [p for p in parts if p.event == "messages"]
+            assert tokens and all(p.data[0]["type"] == "AIMessageChunk" for p in tokens)
+            assert "".join(p.data[0]["content"] for p in tokens) == (
+                "Echo: tell me about leases and heartbeats"
+            )
             final = [p.data for p in parts if p.event == "values"][-1]["messages"]
             assert final[-1]["content"] == "Echo: tell me about leases and heartbeats"
 

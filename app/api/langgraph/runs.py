@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Annotated, Any
@@ -11,17 +10,36 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED, HTTP_204_NO_CONTENT
 
 from app.api.auth import principal_of
 from app.api.controllers.runs import KEEPALIVE_SECONDS
+from app.api.error_declarations import errors
 from app.api.followers import FollowerLease, Followers
+from app.api.langgraph.parts import (
+    Cursor,
+    Part,
+    final_values,
+    parse_last_event_id,
+    stream_parts,
+)
+from app.api.langgraph.presenters import run_out
+from app.api.langgraph.responses import RunOut, RunValuesOut, StreamPartOut
 from app.api.langgraph.schemas import RunCreateIn, RunInputIn
-from app.domain.errors import ValidationFailed
+from app.domain.errors import (
+    AgentMismatch,
+    AgentUnavailable,
+    NotFound,
+    NotImplementedHere,
+    ThreadBusy,
+    TooManyStreams,
+    ValidationFailed,
+)
 from app.services.langgraph.runs import LangGraphRun, LangGraphRunService, RunInput
-from app.services.langgraph.stream import Cursor, LangGraphStreams, Part, parse_last_event_id
+from app.services.langgraph.stream import LangGraphStreams
 
 #: What a join stream sends when the client names no modes.
 DEFAULT_JOIN_MODES = ("values", "updates", "messages-tuple", "custom")
@@ -77,25 +95,28 @@ def stream_location(run: LangGraphRun) -> str:
     return f"{run_path(run)}/stream"
 
 
-async def final_values(parts: AsyncIterator[Part | None]) -> dict[str, Any]:
-    """What /wait and /join answer: the last ``values`` (with ``__interrupt__`` when the run
-    stopped for approval), or ``{__error__}`` when it failed."""
-    last: dict[str, Any] = {}
-    async for part in parts:
-        if part is None:
-            continue
-        if part.event == "values":
-            last = part.data
-        elif part.event == "error":
-            return {**last, "__error__": part.data}
-    return last
+#: What creating a run can answer besides the stack's own.
+START_ERRORS = errors(
+    NotFound, AgentMismatch, AgentUnavailable, ThreadBusy, NotImplementedHere, "unprocessable"
+)
+#: A run stream's body: server-sent events, one part each.
+SSE = ResponseSpec(
+    data_container=StreamPartOut,
+    media_type="text/event-stream",
+    description="server-sent events: one LangGraph stream part each (event, JSON data, id)",
+)
 
 
 class LangGraphRunController(Controller):
     path = "/threads/{thread_id:uuid}/runs"
     tags = ["runs"]
 
-    @post("/stream", operation_id="StreamRun", status_code=HTTP_200_OK)
+    @post(
+        "/stream",
+        operation_id="StreamRun",
+        status_code=HTTP_200_OK,
+        responses={200: SSE, **START_ERRORS, **errors(TooManyStreams)},
+    )
     async def stream(
         self,
         request: Request[Any, Any, Any],
@@ -113,7 +134,8 @@ class LangGraphRunController(Controller):
             lease.release()
             raise
         modes = modes_of(data.stream_mode)
-        parts = lg_streams.parts(
+        parts = stream_parts(
+            lg_streams,
             run,
             principal,
             modes,
@@ -131,7 +153,12 @@ class LangGraphRunController(Controller):
             },
         )
 
-    @post("/wait", operation_id="WaitRun", status_code=HTTP_200_OK)
+    @post(
+        "/wait",
+        operation_id="WaitRun",
+        status_code=HTTP_200_OK,
+        responses={**START_ERRORS, **errors(TooManyStreams)},
+    )
     async def wait(
         self,
         request: Request[Any, Any, Any],
@@ -139,12 +166,13 @@ class LangGraphRunController(Controller):
         data: RunCreateIn,
         lg_runs: NamedDependency[LangGraphRunService],
         lg_streams: NamedDependency[LangGraphStreams],
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[RunValuesOut]:
         principal = principal_of(request)
         followers: Followers = request.app.state.followers
         with followers.hold(principal):
             run = await lg_runs.start(thread_id, principal, run_input(data))
-            parts = lg_streams.parts(
+            parts = stream_parts(
+                lg_streams,
                 run,
                 principal,
                 ["values"],
@@ -156,16 +184,16 @@ class LangGraphRunController(Controller):
             body = await final_values(parts)
         return Response(body, headers={"Content-Location": run_path(run)})
 
-    @post("/", operation_id="CreateRun", status_code=HTTP_200_OK)
+    @post("/", operation_id="CreateRun", status_code=HTTP_200_OK, responses=START_ERRORS)
     async def create(
         self,
         request: Request[Any, Any, Any],
         thread_id: uuid.UUID,
         data: RunCreateIn,
         lg_runs: NamedDependency[LangGraphRunService],
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[RunOut]:
         run = await lg_runs.start(thread_id, principal_of(request), run_input(data))
-        return Response(run.json(), headers={"Content-Location": run_path(run)})
+        return Response(run_out(run), headers={"Content-Location": run_path(run)})
 
     @get("/", operation_id="ListRuns")
     async def list_runs(
@@ -175,9 +203,9 @@ class LangGraphRunController(Controller):
         lg_runs: NamedDependency[LangGraphRunService],
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 10,
         offset: Annotated[int, Parameter(ge=0)] = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunOut]:
         runs = await lg_runs.list(thread_id, principal, limit=limit, offset=offset)
-        return [r.json() for r in runs]
+        return [run_out(r) for r in runs]
 
     @get("/{run_id:uuid}", operation_id="GetRun")
     async def get_run(
@@ -186,8 +214,8 @@ class LangGraphRunController(Controller):
         run_id: uuid.UUID,
         principal: NamedDependency[str],
         lg_runs: NamedDependency[LangGraphRunService],
-    ) -> dict[str, Any]:
-        return (await lg_runs.get(thread_id, run_id, principal)).json()
+    ) -> RunOut:
+        return run_out(await lg_runs.get(thread_id, run_id, principal))
 
     @delete("/{run_id:uuid}", operation_id="DeleteRun", status_code=HTTP_204_NO_CONTENT)
     async def delete_run(
@@ -217,12 +245,13 @@ class LangGraphRunController(Controller):
         run_id: uuid.UUID,
         lg_runs: NamedDependency[LangGraphRunService],
         lg_streams: NamedDependency[LangGraphStreams],
-    ) -> dict[str, Any]:
+    ) -> RunValuesOut:
         principal = principal_of(request)
         followers: Followers = request.app.state.followers
         with followers.hold(principal):
             run = await lg_runs.get(thread_id, run_id, principal)
-            parts = lg_streams.parts(
+            parts = stream_parts(
+                lg_streams,
                 run,
                 principal,
                 ["values"],
@@ -233,7 +262,11 @@ class LangGraphRunController(Controller):
             )
             return await final_values(parts)
 
-    @get("/{run_id:uuid}/stream", operation_id="JoinRunStream")
+    @get(
+        "/{run_id:uuid}/stream",
+        operation_id="JoinRunStream",
+        responses={200: SSE, **errors(NotFound, TooManyStreams, "unprocessable")},
+    )
     async def join_stream(
         self,
         request: Request[Any, Any, Any],
@@ -257,7 +290,8 @@ class LangGraphRunController(Controller):
         except BaseException:
             lease.release()
             raise
-        parts = lg_streams.parts(
+        parts = stream_parts(
+            lg_streams,
             run,
             principal,
             named or run.stream_modes or DEFAULT_JOIN_MODES,
@@ -285,7 +319,7 @@ async def _frames(
                 yield ServerSentEventMessage(comment="keep-alive", data=None)
                 continue
             yield ServerSentEventMessage(
-                data=json.dumps(part.data, default=str), event=part.event, id=part.id
+                data=msgspec.json.encode(part.data).decode(), event=part.event, id=part.id
             )
         ended = True
     finally:

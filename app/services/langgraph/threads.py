@@ -1,4 +1,5 @@
-"""LangGraph threads and thread state, on Threadkeeper's threads (same rows, same row lock)."""
+"""LangGraph threads and thread state: adapters over ThreadService and the agent state (same
+rows, same row lock); they return records the API presents (``app/api/langgraph``)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,8 @@ from app.repositories.agent_state import AgentStateRepository, AgentStateSnapsho
 from app.repositories.conversations import ConversationRepository, StatusFilter
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository
-from app.services.agent_state import AgentStateService
-from app.services.langgraph.shapes import (
-    LangGraphThreadStatus,
-    interrupt_json,
-    iso,
-    message_json,
-    thread_status,
-)
+from app.services.agent_state import AgentStateService, StateView
+from app.services.langgraph.statuses import LangGraphThreadStatus, thread_status
 from app.services.threads import ThreadService
 
 #: The most messages a thread's ``values`` carries (a chat UI's whole history).
@@ -109,6 +104,33 @@ class ThreadSearch:
     sort_order: Literal["asc", "desc"] = "desc"
 
 
+@dataclass(frozen=True, slots=True)
+class ThreadRecord:
+    conversation: Conversation
+    status: LangGraphThreadStatus
+    #: The full history (one thread), or the first message (a search page).
+    messages: list[Message]
+    #: The run waiting for approval (status ``interrupted``).
+    interrupted: AgentRun | None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return thread_metadata(self.conversation)
+
+
+@dataclass(frozen=True, slots=True)
+class StateRecord:
+    conversation: Conversation
+    history: list[Message]
+    snapshot: AgentStateSnapshot
+    view: StateView
+    interrupted: AgentRun | None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return thread_metadata(self.conversation)
+
+
 class LangGraphThreadService:
     def __init__(
         self,
@@ -131,7 +153,7 @@ class LangGraphThreadService:
         thread_id: uuid.UUID | None,
         metadata: dict[str, Any],
         if_exists: Literal["raise", "do_nothing"] = "raise",
-    ) -> dict[str, Any]:
+    ) -> ThreadRecord:
         """``metadata.graph_id`` (what ``threads.create(graph_id=...)`` sends) or
         ``assistant_id`` chooses the thread's agent; without either its first run does."""
         own, named = split_agent_keys(metadata)
@@ -148,14 +170,14 @@ class LangGraphThreadService:
         )
         return await self.get(view.conversation.id, owner_id)
 
-    async def get(self, thread_id: uuid.UUID, owner_id: str) -> dict[str, Any]:
+    async def get(self, thread_id: uuid.UUID, owner_id: str) -> ThreadRecord:
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            return (await self._threads_json(session, [conv], full=True))[0]
+            return (await self._records(session, [conv], full=True))[0]
 
     async def patch(
         self, thread_id: uuid.UUID, owner_id: str, metadata: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> ThreadRecord:
         """LangGraph's PATCH merges ``metadata`` into the thread's (ThreadService's merge).
         ``graph_id`` / ``assistant_id`` are the thread's agent, not metadata: naming another
         agent is ``agent_mismatch``."""
@@ -172,7 +194,7 @@ class LangGraphThreadService:
     async def delete(self, thread_id: uuid.UUID, owner_id: str) -> None:
         await self.threads.delete(thread_id, owner_id)
 
-    async def search(self, owner_id: str, query: ThreadSearch) -> list[dict[str, Any]]:
+    async def search(self, owner_id: str, query: ThreadSearch) -> list[ThreadRecord]:
         """One page in a few queries: no thread's full history is read (``values`` holds each
         thread's first message, what a thread list shows)."""
         own, named = split_agent_keys(query.metadata or {})
@@ -188,7 +210,7 @@ class LangGraphThreadService:
                 sort_by=query.sort_by,
                 descending=query.sort_order == "desc",
             )
-            return await self._threads_json(session, rows, full=False)
+            return await self._records(session, rows, full=False)
 
     async def count(self, owner_id: str, query: ThreadSearch) -> int:
         own, named = split_agent_keys(query.metadata or {})
@@ -201,67 +223,23 @@ class LangGraphThreadService:
                 status=STATUS_FILTERS[query.status] if query.status else None,
             )
 
-    async def state(self, thread_id: uuid.UUID, owner_id: str) -> dict[str, Any]:
-        """The head state: ``values.messages`` is the FULL history (what a chat UI shows); the
-        model's compressed view and the context pressure are under ``values.threadkeeper``."""
+    async def state(self, thread_id: uuid.UUID, owner_id: str) -> StateRecord:
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
-            history = await self._history(session, thread_id)
-            active = await self._last_run(session, thread_id)
+            history = await chat_history(session, thread_id)
+            latest = await RunRepository(session).list_for_thread(thread_id, limit=1)
         snapshot = await AgentStateRepository(self._graph_of(conv.agent_id)).get(thread_id)
         view = await self.agent_state.view(thread_id, owner_id)
-        interrupts = self._interrupts(active, snapshot)
-        values: dict[str, Any] = {
-            "messages": history,
-            "threadkeeper": {
-                "model_view": view.messages,
-                "input_tokens": view.input_tokens,
-                "summary_threshold": view.summary_threshold,
-                "pressure": view.pressure,
-                "compression_suggested": view.compression_suggested,
-                "summary_present": view.summary_present,
-                "summarized_messages": view.summarized_messages,
-                "manual_compression": {
-                    "available": view.manual_available,
-                    "reason": view.manual_reason,
-                },
-            },
-        }
-        checkpoint = self._checkpoint(thread_id, snapshot.checkpoint_id)
-        tasks = [
-            {
-                "id": i["id"],
-                "name": snapshot.next[0] if snapshot.next else "model",
-                "path": [],
-                "error": None,
-                "interrupts": [i],
-                "checkpoint": None,
-                "state": None,
-                "result": None,
-            }
-            for i in interrupts
-        ]
-        return {
-            "values": values,
-            "next": list(snapshot.next) if interrupts else [],
-            "tasks": tasks,
-            "checkpoint": checkpoint,
-            "parent_checkpoint": (
-                self._checkpoint(thread_id, snapshot.parent_checkpoint_id)
-                if snapshot.parent_checkpoint_id
-                else None
-            ),
-            "metadata": {**thread_metadata(conv), "source": "loop", "step": len(history)},
-            "created_at": snapshot.created_at or iso(conv.updated_at),
-            "interrupts": interrupts,
-        }
+        run = latest[0] if latest else None
+        waiting = run if run is not None and run.status == RunStatus.INTERRUPTED else None
+        return StateRecord(conv, history, snapshot, view, waiting)
 
     async def state_at(
         self, thread_id: uuid.UUID, owner_id: str, checkpoint_id: str
-    ) -> dict[str, Any]:
+    ) -> StateRecord:
         """Only the head checkpoint is served: older ones are not kept as branches."""
         state = await self.state(thread_id, owner_id)
-        if state["checkpoint"]["checkpoint_id"] != checkpoint_id:
+        if state.snapshot.checkpoint_id != checkpoint_id:
             raise NotImplementedHere("only the head checkpoint's state is served (no time travel)")
         return state
 
@@ -289,60 +267,25 @@ class LangGraphThreadService:
             "POST /threads/{thread_id}/context/compress); post input as a run"
         )
 
-    @staticmethod
-    def _checkpoint(thread_id: uuid.UUID, checkpoint_id: str | None) -> dict[str, Any]:
-        return {
-            "thread_id": str(thread_id),
-            "checkpoint_ns": "",
-            "checkpoint_id": checkpoint_id,
-            "checkpoint_map": None,
-        }
-
-    @staticmethod
-    def _interrupts(run: AgentRun | None, snapshot: AgentStateSnapshot) -> list[dict[str, Any]]:
-        if run is None or run.status != RunStatus.INTERRUPTED or run.interrupt is None:
-            return []
-        # The interrupt's id is the run's: the stream's ``__interrupt__`` names it the same way.
-        return [interrupt_json(run.interrupt, str(run.id))]
-
-    async def _history(self, session: AsyncSession, thread_id: uuid.UUID) -> list[dict[str, Any]]:
-        return [message_json(m) for m in await chat_history(session, thread_id)]
-
-    @staticmethod
-    async def _last_run(session: AsyncSession, thread_id: uuid.UUID) -> AgentRun | None:
-        runs = await RunRepository(session).list_for_thread(thread_id, limit=1)
-        return runs[0] if runs else None
-
-    async def _threads_json(
+    async def _records(
         self, session: AsyncSession, rows: Sequence[Conversation], *, full: bool
-    ) -> list[dict[str, Any]]:
-        """``full``: ``values.messages`` is the whole history (one thread); else only the
-        first message of each (one query for the page)."""
+    ) -> list[ThreadRecord]:
+        """``full``: the whole history (one thread); else each thread's first message (one
+        query for the page: no history is read)."""
         ids = [c.id for c in rows]
         statuses = await langgraph_statuses(session, ids)
         latest = await RunRepository(session).latest_for_threads(ids)
         if full:
-            firsts = {c.id: await chat_history(session, c.id) for c in rows}
+            shown = {c.id: await chat_history(session, c.id) for c in rows}
         else:
             opening = await MessageRepository(session).first_of_threads(ids)
-            firsts = {t: [m] for t, m in opening.items()}
-        out = []
-        for c in rows:
-            run = latest.get(c.id)
-            interrupts: dict[str, Any] = {}
-            if statuses[c.id] == "interrupted" and run is not None and run.interrupt is not None:
-                interrupts = {str(run.id): [interrupt_json(run.interrupt, str(run.id))]}
-            out.append(
-                {
-                    "thread_id": str(c.id),
-                    "created_at": iso(c.created_at),
-                    "updated_at": iso(c.updated_at),
-                    "metadata": thread_metadata(c),
-                    "status": statuses[c.id],
-                    "config": {},
-                    "values": {"messages": [message_json(m) for m in firsts.get(c.id, [])]},
-                    "interrupts": interrupts,
-                    "error": None,
-                }
+            shown = {t: [m] for t, m in opening.items()}
+        return [
+            ThreadRecord(
+                c,
+                statuses[c.id],
+                shown.get(c.id, []),
+                latest.get(c.id) if statuses[c.id] == "interrupted" else None,
             )
-        return out
+            for c in rows
+        ]

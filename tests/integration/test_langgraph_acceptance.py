@@ -11,6 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
+from sqlalchemy import event
 
 from tests.support.agents_files import agents_file
 from tests.support.app_harness import API_KEY, AUTH, AppFactory
@@ -267,3 +268,50 @@ async def test_a_threads_agent_is_fixed_where_it_was_chosen(
             assert {t["thread_id"] for t in idle} == {v1, lg}
             first = next(t for t in glossary if t["thread_id"] == lg)
             assert first["values"]["messages"][0]["content"] == "what is a lease?"
+
+
+async def test_thread_search_reads_a_page_in_a_fixed_number_of_queries(
+    app_factory: AppFactory,
+) -> None:
+    """Thin adapter: a search page (status filtered in SQL) costs the same statements for 2
+    threads as for 6 (no per-thread status, run or history reads), and a status filter
+    pages over every thread (no scan cap)."""
+    async with app_factory(start_worker=False) as h, serve_in_loop(h.app) as url:
+        client = get_client(url=url, api_key=API_KEY)
+        engine = h.container.engine
+
+        async def busy_thread(text: str) -> str:
+            tid = (await client.threads.create(metadata={"batch": 1}))["thread_id"]
+            posted = await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH
+            )
+            assert posted.status_code == 202, posted.text
+            return tid
+
+        async def counted_search() -> tuple[list[Any], int]:
+            seen: list[str] = []
+
+            def record(*args: Any) -> None:
+                seen.append(args[2])
+
+            event.listen(engine.sync_engine, "before_cursor_execute", record)
+            try:
+                found = await client.threads.search(status="busy", metadata={"batch": 1})
+            finally:
+                event.remove(engine.sync_engine, "before_cursor_execute", record)
+            return found, len(seen)
+
+        made = [await busy_thread(f"question {i}") for i in range(2)]
+        await client.threads.create(metadata={"batch": 1})  # idle: filtered out
+        few, few_statements = await counted_search()
+        made += [await busy_thread(f"question {i}") for i in range(2, 6)]
+        many, many_statements = await counted_search()
+        assert {t["thread_id"] for t in few} == set(made[:2])
+        assert {t["thread_id"] for t in many} == set(made)
+        assert many_statements == few_statements
+        assert all(t["status"] == "busy" for t in many)
+        assert sorted(t["values"]["messages"][0]["content"] for t in many) == [
+            f"question {i}" for i in range(6)
+        ]
+        page = await client.threads.search(status="busy", limit=2, offset=4)
+        assert len(page) == 2 and await client.threads.count(status="busy") == 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
 import msgspec
@@ -126,31 +126,15 @@ class LangGraphRunController(Controller):
         lg_streams: NamedDependency[LangGraphStreams],
     ) -> ServerSentEvent:
         principal = principal_of(request)
-        followers: Followers = request.app.state.followers
-        lease = followers.admit(principal)
-        try:
-            run = await lg_runs.start(thread_id, principal, run_input(data))
-        except BaseException:
-            lease.release()
-            raise
-        modes = modes_of(data.stream_mode)
-        parts = stream_parts(
-            lg_streams,
-            run,
-            principal,
-            modes,
-            after=Cursor(),
-            with_ids=data.stream_resumable,
-            keepalive=KEEPALIVE_SECONDS,
-            stop=followers.closing,
+        lease, run = await _admitted(
+            request, lambda: lg_runs.start(thread_id, principal, run_input(data))
         )
-        cancel = data.on_disconnect == "cancel"
+        modes = modes_of(data.stream_mode)
+        parts = _parts(request, lg_streams, run, modes, with_ids=data.stream_resumable)
+        canceller = lg_runs if data.on_disconnect == "cancel" else None
         return ServerSentEvent(
-            _frames(parts, lease, lg_runs if cancel else None, run, principal, followers),
-            headers={
-                "Content-Location": run_path(run),
-                "Location": stream_location(run),
-            },
+            _frames(parts, lease, canceller, run, principal, request.app.state.followers),
+            headers={"Content-Location": run_path(run), "Location": stream_location(run)},
         )
 
     @post(
@@ -168,20 +152,9 @@ class LangGraphRunController(Controller):
         lg_streams: NamedDependency[LangGraphStreams],
     ) -> Response[RunValuesOut]:
         principal = principal_of(request)
-        followers: Followers = request.app.state.followers
-        with followers.hold(principal):
+        with request.app.state.followers.hold(principal):
             run = await lg_runs.start(thread_id, principal, run_input(data))
-            parts = stream_parts(
-                lg_streams,
-                run,
-                principal,
-                ["values"],
-                after=Cursor(),
-                with_ids=False,
-                keepalive=KEEPALIVE_SECONDS,
-                stop=followers.closing,
-            )
-            body = await final_values(parts)
+            body = await final_values(_parts(request, lg_streams, run, ["values"]))
         return Response(body, headers={"Content-Location": run_path(run)})
 
     @post("/", operation_id="CreateRun", status_code=HTTP_200_OK, responses=START_ERRORS)
@@ -195,7 +168,7 @@ class LangGraphRunController(Controller):
         run = await lg_runs.start(thread_id, principal_of(request), run_input(data))
         return Response(run_out(run), headers={"Content-Location": run_path(run)})
 
-    @get("/", operation_id="ListRuns")
+    @get("/", operation_id="ListRuns", responses=errors(NotFound))
     async def list_runs(
         self,
         thread_id: uuid.UUID,
@@ -204,10 +177,11 @@ class LangGraphRunController(Controller):
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 10,
         offset: Annotated[int, Parameter(ge=0)] = 0,
     ) -> list[RunOut]:
+        """Newest first; a resume is a run of its own."""
         runs = await lg_runs.list(thread_id, principal, limit=limit, offset=offset)
         return [run_out(r) for r in runs]
 
-    @get("/{run_id:uuid}", operation_id="GetRun")
+    @get("/{run_id:uuid}", operation_id="GetRun", responses=errors(NotFound))
     async def get_run(
         self,
         thread_id: uuid.UUID,
@@ -217,7 +191,12 @@ class LangGraphRunController(Controller):
     ) -> RunOut:
         return run_out(await lg_runs.get(thread_id, run_id, principal))
 
-    @delete("/{run_id:uuid}", operation_id="DeleteRun", status_code=HTTP_204_NO_CONTENT)
+    @delete(
+        "/{run_id:uuid}",
+        operation_id="DeleteRun",
+        status_code=HTTP_204_NO_CONTENT,
+        responses=errors(NotFound, ThreadBusy, NotImplementedHere),
+    )
     async def delete_run(
         self,
         thread_id: uuid.UUID,
@@ -227,7 +206,12 @@ class LangGraphRunController(Controller):
     ) -> None:
         await lg_runs.delete(thread_id, run_id, principal)
 
-    @post("/{run_id:uuid}/cancel", operation_id="CancelRun", status_code=HTTP_202_ACCEPTED)
+    @post(
+        "/{run_id:uuid}/cancel",
+        operation_id="CancelRun",
+        status_code=HTTP_202_ACCEPTED,
+        responses=errors(NotFound, ThreadBusy),
+    )
     async def cancel(
         self,
         thread_id: uuid.UUID,
@@ -237,7 +221,7 @@ class LangGraphRunController(Controller):
     ) -> None:
         await lg_runs.cancel(thread_id, run_id, principal)
 
-    @get("/{run_id:uuid}/join", operation_id="JoinRun")
+    @get("/{run_id:uuid}/join", operation_id="JoinRun", responses=errors(NotFound, TooManyStreams))
     async def join(
         self,
         request: Request[Any, Any, Any],
@@ -247,20 +231,9 @@ class LangGraphRunController(Controller):
         lg_streams: NamedDependency[LangGraphStreams],
     ) -> RunValuesOut:
         principal = principal_of(request)
-        followers: Followers = request.app.state.followers
-        with followers.hold(principal):
+        with request.app.state.followers.hold(principal):
             run = await lg_runs.get(thread_id, run_id, principal)
-            parts = stream_parts(
-                lg_streams,
-                run,
-                principal,
-                ["values"],
-                after=Cursor(),
-                with_ids=False,
-                keepalive=KEEPALIVE_SECONDS,
-                stop=followers.closing,
-            )
-            return await final_values(parts)
+            return await final_values(_parts(request, lg_streams, run, ["values"]))
 
     @get(
         "/{run_id:uuid}/stream",
@@ -283,25 +256,46 @@ class LangGraphRunController(Controller):
         named = [m for m in stream_mode or [] if m]
         principal = principal_of(request)
         after = parse_last_event_id(request.headers.get("last-event-id"))
-        followers: Followers = request.app.state.followers
-        lease = followers.admit(principal)
-        try:
-            run = await lg_runs.get(thread_id, run_id, principal)
-        except BaseException:
-            lease.release()
-            raise
-        parts = stream_parts(
-            lg_streams,
-            run,
-            principal,
-            named or run.stream_modes or DEFAULT_JOIN_MODES,
-            after=after,
-            with_ids=True,
-            keepalive=KEEPALIVE_SECONDS,
-            stop=followers.closing,
-        )
+        lease, run = await _admitted(request, lambda: lg_runs.get(thread_id, run_id, principal))
+        modes = named or run.stream_modes or DEFAULT_JOIN_MODES
+        parts = _parts(request, lg_streams, run, modes, after=after, with_ids=True)
         canceller = lg_runs if cancel_on_disconnect else None
+        followers = request.app.state.followers
         return ServerSentEvent(_frames(parts, lease, canceller, run, principal, followers))
+
+
+async def _admitted(
+    request: Request[Any, Any, Any], opening: Callable[[], Awaitable[LangGraphRun]]
+) -> tuple[FollowerLease, LangGraphRun]:
+    """A follower slot for the stream (429 when the principal holds too many), then the run."""
+    lease = request.app.state.followers.admit(principal_of(request))
+    try:
+        return lease, await opening()
+    except BaseException:
+        lease.release()
+        raise
+
+
+def _parts(
+    request: Request[Any, Any, Any],
+    streams: LangGraphStreams,
+    run: LangGraphRun,
+    modes: Sequence[str],
+    *,
+    after: Cursor | None = None,
+    with_ids: bool = False,
+) -> AsyncIterator[Part | None]:
+    followers: Followers = request.app.state.followers
+    return stream_parts(
+        streams,
+        run,
+        principal_of(request),
+        modes,
+        after=after or Cursor(),
+        with_ids=with_ids,
+        keepalive=KEEPALIVE_SECONDS,
+        stop=followers.closing,
+    )
 
 
 async def _frames(

@@ -323,7 +323,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "idempotency_key_reused" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**

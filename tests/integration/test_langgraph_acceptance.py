@@ -81,9 +81,11 @@ async def test_interrupt_names_next_node_and_the_resume_is_a_listed_run(
             history = await client.threads.get_history(tid)
             assert history[0]["next"] == state["next"]
 
-            answer = await client.runs.wait(
-                tid, "default", command={"resume": {"decisions": [{"type": "approve"}]}}
-            )
+            approve = {"resume": {"decisions": [{"type": "approve"}]}}
+            with pytest.raises(httpx.HTTPStatusError) as other:  # item 8: not its agent
+                await client.runs.wait(tid, "glossary", command=approve)
+            assert other.value.response.json()["error"] == "agent_mismatch"
+            answer = await client.runs.wait(tid, "default", command=approve)
             assert isinstance(answer, dict)
             assert answer["messages"][-1]["content"] == "That text has three words."
             assert answer["messages"][-2]["content"] == "3 words"

@@ -22,7 +22,7 @@ from app.domain.states import ThreadStatus
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
-from app.repositories.runs import RunRequestRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +37,33 @@ def check_metadata(metadata: dict[str, Any]) -> None:
             f"metadata is {size} bytes as JSON; at most {METADATA_MAX_BYTES} are allowed",
             field="metadata",
         )
+
+
+#: The most messages a chat history carries (a chat UI's whole history).
+MAX_HISTORY = 10_000
+
+
+async def chat_history(session: AsyncSession, thread_id: uuid.UUID) -> list[Message]:
+    """The history as LangGraph shows it: a run's input enters when its run starts (input still
+    queued, or withdrawn, is not there yet), right before that run's first message."""
+    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
+    asked = [m.request_id for m in rows if m.role == "user" and m.request_id is not None]
+    run_of = {r: run.id for r, run in (await RunRepository(session).for_requests(asked)).items()}
+    first_seq: dict[uuid.UUID, int] = {}
+    for m in rows:
+        if m.run_id is not None:
+            first_seq.setdefault(m.run_id, m.seq)
+    end = (rows[-1].seq + 1) if rows else 0
+
+    def place(m: Message) -> tuple[int, int, int]:
+        if m.role != "user" or m.request_id is None:
+            return (m.seq, 1, m.seq)
+        return (first_seq.get(run_of[m.request_id], end), 0, m.seq)
+
+    started = [
+        m for m in rows if m.role != "user" or m.request_id is None or m.request_id in run_of
+    ]
+    return sorted(started, key=place)
 
 
 @dataclass(frozen=True, slots=True)

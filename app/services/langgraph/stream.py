@@ -16,8 +16,8 @@ from app.db.models import Message, RequestStatus, RunEvent
 from app.repositories.messages import MessageRepository
 from app.repositories.run_events import RunEventRepository
 from app.services.langgraph.runs import LangGraphRun
-from app.services.langgraph.threads import chat_history
 from app.services.run_feed import RunFeed
+from app.services.threads import chat_history
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,7 @@ from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository
 from app.services.agent_state import AgentStateService, StateView
 from app.services.langgraph.statuses import LangGraphThreadStatus, thread_status
-from app.services.threads import ThreadService
-
-#: The most messages a thread's ``values`` carries (a chat UI's whole history).
-MAX_HISTORY = 10_000
+from app.services.threads import ThreadService, chat_history
 
 #: Thread metadata keys that are the thread's agent (LangGraph clients read and filter on
 #: them), derived from ``conversations.agent_id``: never stored as the client's metadata.
@@ -68,29 +65,6 @@ async def langgraph_statuses(
     views = await repo.statuses(ids)
     failed = await repo.last_runs_failed([t for t, s in views.items() if s == "idle"])
     return {t: thread_status(s, t in failed) for t, s in views.items()}
-
-
-async def chat_history(session: AsyncSession, thread_id: uuid.UUID) -> list[Message]:
-    """The history as LangGraph shows it: a run's input enters when its run starts (input still
-    queued, or withdrawn, is not there yet), right before that run's first message."""
-    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
-    asked = [m.request_id for m in rows if m.role == "user" and m.request_id is not None]
-    run_of = {r: run.id for r, run in (await RunRepository(session).for_requests(asked)).items()}
-    first_seq: dict[uuid.UUID, int] = {}
-    for m in rows:
-        if m.run_id is not None:
-            first_seq.setdefault(m.run_id, m.seq)
-    end = (rows[-1].seq + 1) if rows else 0
-
-    def place(m: Message) -> tuple[int, int, int]:
-        if m.role != "user" or m.request_id is None:
-            return (m.seq, 1, m.seq)
-        return (first_seq.get(run_of[m.request_id], end), 0, m.seq)
-
-    started = [
-        m for m in rows if m.role != "user" or m.request_id is None or m.request_id in run_of
-    ]
-    return sorted(started, key=place)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,25 +44,26 @@ MAX_HISTORY = 10_000
 
 
 async def chat_history(session: AsyncSession, thread_id: uuid.UUID) -> list[Message]:
-    """The history as LangGraph shows it: a run's input enters when its run starts (input still
-    queued, or withdrawn, is not there yet), right before that run's first message."""
+    """The history as a chat shows it (LangGraph's ``values.messages``): each run's input, then
+    what that run wrote, run after run. Input enters when its run starts: input still queued
+    (or withdrawn) is not there yet, and a run's answer comes before the input queued while it
+    ran (messages are numbered when written, so that input's number is the smaller)."""
     rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
     asked = [m.request_id for m in rows if m.role == "user" and m.request_id is not None]
-    run_of = {r: run.id for r, run in (await RunRepository(session).for_requests(asked)).items()}
-    first_seq: dict[uuid.UUID, int] = {}
-    for m in rows:
-        if m.run_id is not None:
-            first_seq.setdefault(m.run_id, m.seq)
-    end = (rows[-1].seq + 1) if rows else 0
+    runs = await RunRepository(session).for_requests(asked)
+    #: Each run's place: the number of the input it answers.
+    input_seq = {
+        runs[m.request_id].id: m.seq
+        for m in rows
+        if m.role == "user" and m.request_id is not None and m.request_id in runs
+    }
 
     def place(m: Message) -> tuple[int, int, int]:
-        if m.role != "user" or m.request_id is None:
-            return (m.seq, 1, m.seq)
-        return (first_seq.get(run_of[m.request_id], end), 0, m.seq)
+        if m.role == "user":
+            return (m.seq, 0, m.seq)
+        return (input_seq.get(m.run_id, m.seq) if m.run_id else m.seq, 1, m.seq)
 
-    started = [
-        m for m in rows if m.role != "user" or m.request_id is None or m.request_id in run_of
-    ]
+    started = [m for m in rows if m.role != "user" or m.request_id is None or m.request_id in runs]
     return sorted(started, key=place)
 
 

@@ -73,7 +73,7 @@ async def test_interrupt_names_next_node_and_the_resume_is_a_listed_run(
             tid, parts = await interrupted_thread(client, srv)
             first = parts[0].data["run_id"]
             state = await client.threads.get_state(tid)
-            assert state["next"], state
+            assert state["next"] == ["HumanInTheLoopMiddleware.after_model"], state
             assert state["next"] == [t["name"] for t in state["tasks"]]
             assert state["tasks"][0]["interrupts"][0]["value"]["action_requests"][0]["name"] == (
                 "word_count"

@@ -261,6 +261,9 @@ async def test_a_threads_agent_is_fixed_where_it_was_chosen(
             stored = (await h.client.get(f"/v1/threads/{lg}", headers=AUTH)).json()
             assert stored["metadata"] == {"project": "apollo", "stage": 2}
 
+            with pytest.raises(httpx.HTTPStatusError) as unknown:
+                await client.threads.create(graph_id="nope")
+            assert unknown.value.response.json()["error"] == "unknown_agent"
             chosen = (await client.threads.create(graph_id="default"))["thread_id"]
             assert (await client.threads.get(chosen))["metadata"]["assistant_id"] == "default"
             glossary = await client.threads.search(metadata={"graph_id": "glossary"})

@@ -16,7 +16,6 @@ from app.domain.errors import (
     AgentMismatch,
     NotImplementedHere,
     ThreadBusy,
-    UnknownAgent,
     ValidationFailed,
 )
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
@@ -131,8 +130,6 @@ class LangGraphThreadService:
         """``metadata.graph_id`` (what ``threads.create(graph_id=...)`` sends) or
         ``assistant_id`` chooses the thread's agent; without either its first run does."""
         own, named = split_agent_keys(metadata)
-        if named is not None and self.agents.info(named) is None:
-            raise UnknownAgent(f"assistant {named!r} is not a registered agent")
         view = await self.threads.create(
             owner_id=owner_id,
             agent_id=named,

@@ -193,6 +193,15 @@ class ThreadService:
                 conv = await repo.update(thread_id, **values)
             return ThreadView(conv, (await repo.statuses([conv.id]))[conv.id])
 
+    async def require_idle(self, thread_id: uuid.UUID, owner_id: str) -> None:
+        """``ThreadBusy`` unless the thread is idle, checked under the row lock (what intake and
+        the worker's claim take), so nothing was in flight when it was checked."""
+        async with self.sessions() as session, session.begin():
+            repo = ConversationRepository(session)
+            await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            if await repo.status(thread_id) != "idle":
+                raise ThreadBusy("the thread has a run or queued input; try again when idle")
+
     async def delete(self, thread_id: uuid.UUID, owner_id: str) -> None:
         """Refused while a run is running: deleting under a working agent would lose its output.
         A run waiting for approval goes with its thread (nobody works on it), as on LangGraph."""

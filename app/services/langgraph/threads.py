@@ -15,7 +15,6 @@ from app.db.models import AgentRun, Conversation, Message, RunStatus
 from app.domain.errors import (
     AgentMismatch,
     NotImplementedHere,
-    ThreadBusy,
     ValidationFailed,
 )
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
@@ -108,13 +107,11 @@ class LangGraphThreadService:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        lock_timeout_ms: int,
         agents: AgentRegistry,
         threads: ThreadService,
         agent_state: AgentStateService,
     ) -> None:
         self.sessions = sessions
-        self.lock_timeout_ms = lock_timeout_ms
         self.agents = agents
         self.threads = threads
         self.agent_state = agent_state
@@ -228,11 +225,7 @@ class LangGraphThreadService:
         """update_state: 409 ``thread_busy`` while the thread is busy (checked under the row lock,
         like manual compression); when idle ``not_implemented``: writing the model view from a
         client would bypass the full history and the budget."""
-        async with self.sessions() as session, session.begin():
-            repo = ConversationRepository(session)
-            await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
-            if await repo.status(thread_id) != "idle":
-                raise ThreadBusy("the thread has a run or queued input; try again when idle")
+        await self.threads.require_idle(thread_id, owner_id)
         raise NotImplementedHere(
             "update_state is not supported: the model view is Threadkeeper's (compress it with "
             "POST /threads/{thread_id}/context/compress); post input as a run"

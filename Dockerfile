@@ -8,6 +8,8 @@ RUN pip install --no-cache-dir uv
 COPY requirements.runtime.lock pyproject.toml README.md ./
 RUN uv venv /opt/venv && uv pip install --python /opt/venv/bin/python --no-cache -r requirements.runtime.lock
 COPY app ./app
+# The public import a user's own graph opts in to compression with (docs/own-graph.md).
+COPY threadkeeper ./threadkeeper
 RUN uv pip install --python /opt/venv/bin/python --no-cache --no-deps .
 
 FROM python:3.11-slim AS runtime
@@ -17,6 +19,7 @@ WORKDIR /srv
 COPY alembic ./alembic
 COPY alembic.ini ./
 COPY app ./app
+COPY threadkeeper ./threadkeeper
 RUN mkdir -p /srv/var/workdir && chown -R threadkeeper:threadkeeper /srv/var
 USER 10001:10001
 ENV PATH=/opt/venv/bin:$PATH \

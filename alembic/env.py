@@ -7,9 +7,9 @@ from typing import Any
 
 from alembic import context
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.models import Base
+from app.db.session import create_engine
 from app.db.urls import sqlalchemy_url
 
 config = context.config
@@ -24,10 +24,14 @@ def _url() -> str:
     if not url:
         from app.config import load_settings
 
-        url = load_settings().database.database_url
+        db = load_settings().database
+        url = db.session_url or db.database_url
+        config.attributes.setdefault(
+            "transaction_pooler", db.transaction_pooler and not db.session_url
+        )
     if not url:
         raise SystemExit("alembic: set DATABASE_URL (or THREADKEEPER_DATABASE_URL) to migrate")
-    return sqlalchemy_url(url)
+    return str(url)
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
@@ -47,14 +51,20 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = create_async_engine(_url())
+    # The service's own engine factory: the URL's TLS and libpq parameters, and pooler-safe
+    # statements when THREADKEEPER_DATABASE_POOLER=transaction and no direct URL was given.
+    engine = create_engine(
+        _url(), pool_size=1, transaction_pooler=bool(config.attributes.get("transaction_pooler"))
+    )
     async with engine.connect() as conn:
         await conn.run_sync(_run)
     await engine.dispose()
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    context.configure(
+        url=sqlalchemy_url(_url()), target_metadata=target_metadata, literal_binds=True
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -1,5 +1,5 @@
 """Command line: ``python -m app serve [--migrate]``, ``worker``, ``migrate``, ``settings``,
-``check [--providers]``, ``--version``. Start-up problems (bad settings, no database) are one
+``check [--providers] [--api N --workers M]``, ``--version``. Start-up problems (bad settings, no database) are one
 line on stderr and a non-zero exit, never a traceback."""
 
 from __future__ import annotations
@@ -73,7 +73,10 @@ def _migrate(_: argparse.Namespace) -> None:
     from app.db.migrate import upgrade_head
 
     configure_logging(settings.logging.log_level, settings.logging.log_json, secrets_of(settings))
-    upgrade_head(resolve_database_url(settings.database))
+    db = settings.database
+    # Migrations take the direct URL when DATABASE_URL goes through a transaction pooler.
+    url = db.session_url or resolve_database_url(db)
+    upgrade_head(url, transaction_pooler=db.transaction_pooler and not db.session_url)
     structlog.get_logger().info("migrated")
 
 
@@ -163,8 +166,16 @@ def _check(args: argparse.Namespace) -> None:
 
     # The findings are the output: library log lines would only interleave with them.
     configure_logging("CRITICAL", json=False)
-    ctx = CheckContext(environ=dict(os.environ), providers=args.providers)
+    ctx = CheckContext(
+        environ=dict(os.environ), providers=args.providers, api=args.api, workers=args.workers
+    )
     sys.exit(asyncio.run(run_checks(ctx)))
+
+
+def _count(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"not a number of processes: {value!r}")
+    return int(value)
 
 
 def _print_settings(_: argparse.Namespace) -> None:
@@ -233,6 +244,18 @@ def main(argv: list[str] | None = None) -> None:
         "--providers",
         action="store_true",
         help="also call each distinct model once (a one-line prompt and a short answer each)",
+    )
+    check.add_argument(
+        "--api",
+        type=_count,
+        metavar="N",
+        help="the connections section budgets N API processes (default 1)",
+    )
+    check.add_argument(
+        "--workers",
+        type=_count,
+        metavar="M",
+        help="... and M worker processes (default: 0 with the worker in the API, else 1)",
     )
     check.set_defaults(func=_check)
     args = parser.parse_args(argv)

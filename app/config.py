@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from app import config_signin
+from app import config_database, config_signin
 
 #: What an API key may contain: visible ASCII, as in a bearer token.
 _TOKEN = re.compile(r"[\x21-\x7e]+")
@@ -38,18 +38,24 @@ class _Group(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 raise ValueError(f"{_PREFIX}{name.upper()} must be {op} {minimum:g}")
 
 
-#: URL schemes naming PostgreSQL (a ``+driver`` suffix is allowed and replaced by ours).
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-
-
 class DatabaseSettings(_Group, frozen=True, kw_only=True):
     #: ``postgresql://user:pass@host:port/db``. Empty: an embedded PostgreSQL (pgserver) is started.
     database_url: str = ""
     #: Where the embedded PostgreSQL keeps its data when no database URL is given.
     embedded_pg_dir: str = "var/pgdata"
+    #: ``transaction``: DATABASE_URL goes through a pooler in transaction mode (PgBouncer's
+    #: ``pool_mode = transaction``): no named prepared statements, no session state across
+    #: transactions, LISTEN on ``database_direct_url`` or else polling (docs/deploy.md).
+    database_pooler: str = "none"
+    #: With ``database_pooler=transaction``: a URL straight to PostgreSQL for what needs a
+    #: session of its own (the LISTEN connection, migrations).
+    database_direct_url: str = ""
     #: Most SQLAlchemy connections per process (opened on demand, then kept; more requests wait
-    #: for one). The checkpointer's psycopg pool has the same maximum.
+    #: for one). See docs/deploy.md for the connection budget of a topology.
     db_pool_size: int = 40
+    #: Most connections of the checkpointer's psycopg pool per process (agent state reads, each
+    #: turn's checkpoint writes; one is opened at start, the rest on demand).
+    checkpointer_pool_size: int = 40
     #: Wait for a database connection (connect, or a free pooled one) before a request is
     #: answered 503 ``database_unavailable``.
     db_pool_timeout_seconds: float = 10.0
@@ -63,18 +69,24 @@ class DatabaseSettings(_Group, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         self._require(
             "db_pool_size",
+            "checkpointer_pool_size",
             "db_pool_timeout_seconds",
             "lock_timeout_ms",
             "db_startup_timeout_seconds",
         )
-        if self.database_url:
-            scheme = self.database_url.partition("://")[0] if "://" in self.database_url else ""
-            if scheme.split("+")[0].lower() not in POSTGRES_SCHEMES:
-                got = f"a {scheme}:// URL" if scheme else "no URL scheme"
-                raise ValueError(
-                    "DATABASE_URL / THREADKEEPER_DATABASE_URL must be a PostgreSQL URL "
-                    f"(postgresql://user:password@host:port/db), got {got}"
-                )
+        config_database.check(self.database_url, self.database_pooler, self.database_direct_url)
+
+    @property
+    def transaction_pooler(self) -> bool:
+        return self.database_pooler == "transaction"
+
+    @property
+    def session_url(self) -> str:
+        """Where a connection that keeps session state goes (LISTEN, migrations): the direct URL
+        behind a transaction pooler ("" when there is none), else the database URL."""
+        if self.transaction_pooler:
+            return self.database_direct_url
+        return self.database_url
 
 
 class HttpSettings(_Group, frozen=True, kw_only=True):

@@ -29,10 +29,11 @@ from app.db.embedded import start_embedded_postgres
 from app.db.migrate import applied_revisions, head_revisions, upgrade_head
 from app.db.session import (
     CHECKPOINTER_APPLICATION_NAME,
+    LISTENER_APPLICATION_NAME,
     create_engine,
     create_session_factory,
 )
-from app.db.urls import libpq_url
+from app.db.urls import parse
 from app.repositories.agent_state import AgentStateRepository
 from app.services.agent_state import AgentStateService
 from app.services.context_compression import ContextCompressionService
@@ -47,7 +48,7 @@ from app.services.threads import ThreadService
 from app.services.workdir_files import WorkdirFileService
 from app.worker.admission import pools_pressed
 from app.worker.engine import RunWorker
-from app.worker.notifier import RunEventNotifier
+from app.worker.notifier import FALLBACK_POLL_SECONDS, RunEventNotifier
 
 log = structlog.get_logger(__name__)
 
@@ -143,24 +144,34 @@ async def build_container(
     specs = load_agent_specs(settings)
     db = settings.database
     url = database_url or resolve_database_url(db)
+    pooler = db.transaction_pooler
+    # Without a database URL (the embedded PostgreSQL) there is no pooler and no direct URL.
+    session_url = db.session_url if db.database_url else url
     if migrate if migrate is not None else db.migrate_on_start:
-        await asyncio.to_thread(upgrade_head, url)
+        await asyncio.to_thread(
+            upgrade_head, session_url or url, transaction_pooler=pooler and not session_url
+        )
     engine = create_engine(
-        url, pool_size=db.db_pool_size, timeout_seconds=db.db_pool_timeout_seconds
+        url,
+        pool_size=db.db_pool_size,
+        timeout_seconds=db.db_pool_timeout_seconds,
+        transaction_pooler=pooler,
     )
     sessions = create_session_factory(engine)
 
     # ``check``: a pooled connection killed while idle (pg_terminate_backend, a restart) is
     # discarded at checkout instead of failing the next GetAgentState / run step.
+    # ``prepare_threshold``: every statement prepared at once (named ``_pg3_N``), except behind
+    # a transaction pooler, where a named statement may be missing on the next transaction's
+    # server connection: None sends each one unnamed, parsed and run in one round trip.
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        libpq_url(url),
+        parse(url).conninfo(fallback_application_name=CHECKPOINTER_APPLICATION_NAME),
         min_size=1,
-        max_size=db.db_pool_size,
+        max_size=db.checkpointer_pool_size,
         kwargs={
             "autocommit": True,
-            "prepare_threshold": 0,
+            "prepare_threshold": None if pooler else 0,
             "row_factory": dict_row,
-            "application_name": CHECKPOINTER_APPLICATION_NAME,
             "connect_timeout": max(2, math.ceil(db.db_pool_timeout_seconds)),
         },
         check=check_pooled,
@@ -195,7 +206,11 @@ async def build_container(
     )
     worker.admission.pressed = pools_pressed(engine, pool)
     notifier = RunEventNotifier(
-        libpq_url(url), streams=serve_streams, on_work=worker.wake if run_in_process else None
+        parse(session_url).conninfo(fallback_application_name=LISTENER_APPLICATION_NAME)
+        if session_url
+        else "",
+        streams=serve_streams,
+        on_work=worker.wake if run_in_process else None,
     )
     wake = worker.wake if run_in_process else None
     if run_in_process:
@@ -227,7 +242,7 @@ async def build_container(
         ),
         # A quarter of the pool at most for followers' reads: a run's followers all read at
         # its next event, and interactive requests must keep connections meanwhile.
-        feed=RunFeed(sessions, notifier, read_slots=settings.database.db_pool_size // 4),
+        feed=RunFeed(sessions, notifier, read_slots=max(1, settings.database.db_pool_size // 4)),
         kb=kb,
         agent_state=AgentStateService(sessions, agents),
         compression=ContextCompressionService(sessions, agents, db.lock_timeout_ms),
@@ -242,7 +257,15 @@ async def build_container(
         sessions, container.lg_threads, container.intake, container.runs, agents
     )
     container.lg_streams = LangGraphStreams(sessions, container.feed)
-    if serve_streams or run_in_process:
+    if (serve_streams or run_in_process) and not session_url:
+        log.warning(
+            "database_notifications_off",
+            reason="THREADKEEPER_DATABASE_POOLER=transaction without "
+            "THREADKEEPER_DATABASE_DIRECT_URL: LISTEN needs a session of its own",
+            fallback=f"streams poll every {FALLBACK_POLL_SECONDS:g} s, the worker every "
+            f"{settings.worker.worker_poll_seconds:g} s",
+        )
+    elif serve_streams or run_in_process:
         notifier.start()
     if run_in_process:
         worker.start()

@@ -17,9 +17,8 @@ import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
 from app.config import Settings
+from app.db.urls import secrets_in
 
 MASK = "[redacted]"
 #: Configured secrets shorter than this are not masked by value (they would mangle every line).
@@ -117,11 +116,6 @@ def secrets_of(settings: Settings) -> list[str]:
         # The S3 secret's standard home, read by obstore itself: masked all the same.
         os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
     ]
-    if settings.database.database_url:
-        try:
-            password = make_url(settings.database.database_url).password
-        except Exception:  # an unparseable URL fails elsewhere, with a clear message
-            password = None
-        if password:
-            found.append(str(password))
+    for url in (settings.database.database_url, settings.database.database_direct_url):
+        found.extend(secrets_in(url) if url else [])
     return found

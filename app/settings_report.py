@@ -14,9 +14,9 @@ import os
 from collections.abc import Mapping
 
 import msgspec
-from sqlalchemy.engine import make_url
 
 from app.config import DEPRECATED, Settings, env_name
+from app.db.urls import redacted
 
 #: Documented names of settings whose ``THREADKEEPER_*`` name is not the one to use.
 DOCUMENTED = {"THREADKEEPER_DATABASE_URL": "DATABASE_URL", **DEPRECATED}
@@ -46,12 +46,8 @@ def _shown(name: str, value: object) -> str:
     if name == "api_keys":
         principals = [pair.strip().partition(":")[0] for pair in text.split(",") if pair.strip()]
         return ",".join(f"{p}:{MASK}" for p in principals)
-    if name == "database_url":
-        try:
-            parsed = make_url(text)
-        except Exception:  # refused at load already; never echo an unparsed URL
-            return MASK
-        return parsed.render_as_string(hide_password=True)  # user:***@host
+    if name in ("database_url", "database_direct_url"):
+        return redacted(text)  # user:****@host, sslpassword=****
     return text
 
 

@@ -79,6 +79,7 @@ def server_process(database_url: str, workdir: str) -> contextlib.AbstractContex
         "THREADKEEPER_WORKER_POLL_SECONDS": "0.05",
         "THREADKEEPER_LLM_BASE_URL": "",
         "THREADKEEPER_DB_POOL_SIZE": "10",
+        "THREADKEEPER_CHECKPOINTER_POOL_SIZE": "10",
         # Low enough that threads accumulate something to compress within M turns.
         "THREADKEEPER_SUMMARY_THRESHOLD": "6000",
         "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": "300",

@@ -10,8 +10,10 @@ scripts/bootstrap.sh
 scripts/ensure_chromium.sh
 # The sign-in tests run the identity provider with a skewed clock (Debian's faketime).
 scripts/ensure_faketime.sh
-.venv/bin/ruff check app tests benchmarks
-.venv/bin/mypy app
+# The pooler tests run the service behind Debian's pgbouncer in transaction mode.
+scripts/ensure_pgbouncer.sh
+.venv/bin/ruff check app tests benchmarks threadkeeper examples
+.venv/bin/mypy app threadkeeper
 # The architecture contract (layers, no cycles): [tool.importlinter] in pyproject.toml.
 .venv/bin/lint-imports
 # The reference (docs/, mkdocs.yml): --strict fails on a broken link or anchor, a missing page or a

@@ -22,6 +22,7 @@ from app.db.urls import libpq_url
 from app.main import create_app
 from tests.support.app_harness import AppFactory, AppHarness, make_settings
 from tests.support.database import fresh_database, server_url
+from tests.support.pgbouncer import Bouncer, pgbouncer
 from tests.support.s3_server import S3Server, run_s3_server
 
 
@@ -55,6 +56,29 @@ def _truncate_all(url: str) -> None:
         ]
         if tables:
             conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE")
+
+
+@pytest.fixture(scope="session")
+def bouncer(database_url: str) -> Iterator[Bouncer]:
+    """A real PgBouncer in transaction mode in front of the session's database (its own process,
+    tests/support/pgbouncer.py)."""
+    with pgbouncer(database_url) as made:
+        yield made
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def database_route(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """``app_factory`` overrides per way to the database: straight to PostgreSQL, or through
+    PgBouncer in transaction mode (``THREADKEEPER_DATABASE_POOLER=transaction``, LISTEN on the
+    direct URL). A test taking this runs on both."""
+    if request.param == "direct":
+        return {}
+    made: Bouncer = request.getfixturevalue("bouncer")
+    return {
+        "database_url": made.url(),
+        "database_pooler": "transaction",
+        "database_direct_url": request.getfixturevalue("database_url"),
+    }
 
 
 @pytest.fixture

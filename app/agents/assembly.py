@@ -18,15 +18,23 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.info import AgentInfo, agent_info
 from app.agents.mcp import McpServer, McpUnavailable
 from app.agents.models import agent_model, agent_summarizer, model_name, resilience
+from app.agents.own_graph import load_graph, load_graph_blocking
 from app.agents.recovery import Recovery
 from app.agents.registry import AgentRegistry
-from app.agents.spec import AgentsFileError, AgentSpec, budget_of, load_agent_specs
+from app.agents.spec import (
+    MANUAL_COMPRESSION,
+    AgentsFileError,
+    AgentSpec,
+    budget_of,
+    load_agent_specs,
+)
 from app.agents.tools import KbSearch
 from app.agents.toolset import agent_approvals, agent_tools, static_tools
 from app.compression.budget import Budget, agent_budget_misfit
@@ -76,6 +84,10 @@ async def build_registry(
 
     async def assemble(spec: AgentSpec) -> tuple[AgentRuntime, AgentInfo]:
         budget = budget_of(spec, settings)
+        if spec.graph:
+            return await _own_graph(
+                spec, settings, budget, base_dir, checkpointer, workdir, search_kb, summarizer
+            )
         tools = await agent_tools(spec, settings, search_kb, workdir, servers[spec.id])
         approvals = agent_approvals(spec, settings, tools)
         system_prompt = spec.system_prompt or settings.agent.system_prompt
@@ -133,8 +145,14 @@ def preflight(settings: Settings) -> list[AgentSpec]:
         return {}
 
     workdir = Workdir(settings.workdir.workdir_path)  # never written: no tool runs here
+    base = Path(settings.agent.agents_file).parent if settings.agent.agents_file else None
     for spec in specs:
         budget = budget_of(spec, settings)
+        if spec.graph:
+            agent_summarizer(spec, settings, budget)
+            loaded = load_graph_blocking(spec, base)
+            _check_declared(spec, loaded.opted_in)
+            continue
         agent_model(spec, settings)
         resilience(spec, settings)
         agent_summarizer(spec, settings, budget)
@@ -148,6 +166,52 @@ def preflight(settings: Settings) -> list[AgentSpec]:
         if not spec.mcp_servers:  # with MCP, the rest of the names is known only at start
             agent_approvals(spec, settings, tools)
     return specs
+
+
+async def _own_graph(
+    spec: AgentSpec,
+    settings: Settings,
+    budget: CompressionSettings,
+    base_dir: Path | None,
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    workdir: Workdir,
+    search_kb: KbSearch,
+    override: SummarizerOverride,
+) -> tuple[AgentRuntime, AgentInfo]:
+    """The runtime of a graph of the user's own: its graph with our checkpointer, and the
+    compressor its opted-in model calls and manual compression use (the agent's budget)."""
+    loaded = await load_graph(spec, base_dir, checkpointer)
+    _check_declared(spec, loaded.opted_in)
+    compressor = ContextCompressor.from_settings(
+        budget, summarizer=_summarizer(spec, settings, budget, override), workdir=workdir
+    )
+    runtime = AgentRuntime(
+        graph=loaded.graph,
+        compressor=compressor,
+        system_message=SystemMessage(content=""),
+        tools=[],
+        recursion_limit=spec.recursion_limit,
+        agent_id=spec.id,
+        model_name=f"graph:{spec.graph}",
+        own_graph=True,
+        compression_opted_in=loaded.opted_in,
+        model_node=None,
+        tools_node=None,
+        search_kb=search_kb,
+        knowledge_base=spec.knowledge_base,
+    )
+    info = agent_info(spec, settings, budget, [], frozenset(), None, opted_in=loaded.opted_in)
+    return runtime, info
+
+
+def _check_declared(spec: AgentSpec, opted_in: bool) -> None:
+    """A graph that declares manual compression must call its model through Threadkeeper's."""
+    if MANUAL_COMPRESSION in (spec.capabilities or ()) and not opted_in:
+        raise AgentsFileError(
+            f"graph {spec.id!r} ({spec.graph}): declares manual_compression but does not use "
+            "Threadkeeper's compression (threadkeeper.CompressionMiddleware, compression_node "
+            "or compressed_model_call)"
+        )
 
 
 def _summarizer(

@@ -20,8 +20,11 @@ from app.agents.context import AgentContext
 from app.agents.middlewares.boundary import BoundaryMiddleware
 from app.agents.provider_errors import endpoint_of
 from app.agents.tools import tool_error_content
-from app.compression.summary import ContextCompressor, SummaryMiddleware
+from app.compression.binding import GraphBinding
+from app.compression.middleware import SummaryMiddleware
+from app.compression.summary import ContextCompressor
 from app.domain.agents import DEFAULT_AGENT_ID
+from app.repositories.agent_state import AgentStateRepository
 
 
 @dataclass
@@ -39,6 +42,40 @@ class AgentRuntime:
     #: the server log of a failed run.
     model_name: str = ""
     endpoint: str | None = None
+    #: A graph of the user's own (``app.agents.own_graph``), not one Threadkeeper assembled.
+    own_graph: bool = False
+    #: Its model calls go through Threadkeeper's compression (always, for an assembled agent).
+    compression_opted_in: bool = True
+    #: The nodes a state write is made "as" (``AgentStateRepository``): the assembled agent's
+    #: ``model`` and ``tools``; None for an own graph (LangGraph picks the last writer).
+    model_node: str | None = "model"
+    tools_node: str | None = "tools"
+    #: The agent's knowledge base search (lent to an own graph: ``threadkeeper``).
+    search_kb: Any = None
+    knowledge_base: str = "default"
+
+    def state(self) -> AgentStateRepository:
+        """The thread state, read and written through this agent's graph."""
+        return AgentStateRepository(
+            self.graph, model_node=self.model_node, tools_node=self.tools_node
+        )
+
+    def binding(self, owner_id: str) -> GraphBinding | None:
+        """What an own graph's run borrows (``app.compression.binding``); None for an
+        assembled agent (its compression is built in)."""
+        if not self.own_graph:
+            return None
+        search = None
+        if self.search_kb is not None:
+            kb, search_kb = self.knowledge_base, self.search_kb
+
+            async def search(query: str, limit: int) -> dict[str, Any]:
+                found: dict[str, Any] = await search_kb(
+                    kb=kb, owner_id=owner_id, query=query, limit=limit
+                )
+                return found
+
+        return GraphBinding(self.compressor, search)
 
     def config_for(self, thread_id: uuid.UUID | str) -> RunnableConfig:
         return {

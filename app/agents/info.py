@@ -57,15 +57,16 @@ def agent_info(
     tools: list[BaseTool],
     approvals: frozenset[str],
     unavailable: str | None,
+    opted_in: bool = True,
 ) -> AgentInfo:
     return AgentInfo(
         id=spec.id,
         name=spec.display_name,
         description=spec.description,
-        model=model_name(spec.model, settings),
+        model=f"graph:{spec.graph}" if spec.graph else model_name(spec.model, settings),
         summarizer=model_name(spec.summarizer or spec.model, settings),
         knowledge_base=spec.knowledge_base,
-        capabilities=tuple(spec.capabilities),
+        capabilities=spec.capabilities_for(opted_in),
         budget=budget,
         recursion_limit=spec.recursion_limit,
         tools=tuple(_tool_info(t, approvals) for t in tools),

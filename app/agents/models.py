@@ -72,7 +72,8 @@ def provider_models(spec: AgentSpec, settings: Settings) -> dict[str, tuple[tupl
     """The provider models the agent calls by role (``model``, ``summarizer``; offline ones
     left out): (what names the endpoint and model: name, base URL, key variable; the model)."""
     found: dict[str, tuple[tuple[str, ...], Any]] = {}
-    for role, which in (("model", spec.model), ("summarizer", spec.summarizer or spec.model)):
+    roles = [("model", spec.model), ("summarizer", spec.summarizer or spec.model)]
+    for role, which in roles[1:] if spec.graph else roles:  # a graph calls its own model
         if is_offline(which, settings.models):
             continue
         if which:

@@ -22,6 +22,7 @@ from app.agents.mcp import McpServer
 from app.agents.recovery import Recovery
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.errors import AgentUnavailable, UnknownAgent
+from app.repositories.agent_state import AgentStateRepository
 
 __all__ = ["AgentRegistry", "removed_reason"]
 
@@ -117,6 +118,19 @@ class AgentRegistry:
             self.require_available(agent_id)
             raise AssertionError("unreachable")
         return found
+
+    def state_of(self, agent_id: str) -> AgentStateRepository:
+        """A thread's state read through its agent's own graph (its nodes and state keys: a
+        graph of the user's own names them as it likes); the generic graph when the agent
+        cannot run now (its checkpoint's messages are still readable)."""
+        found = self._runtimes.get(agent_id)
+        return found.state() if found is not None else AgentStateRepository(self.state_graph)
+
+    def own_graph(self, agent_id: str) -> Any:
+        """The compiled graph of an agent that serves a graph of the user's own (what the
+        LangGraph door draws and describes); None for an assembled or unavailable agent."""
+        found = self._runtimes.get(agent_id)
+        return found.graph if found is not None and found.own_graph else None
 
     def runtimes(self) -> list[AgentRuntime]:
         return list(self._runtimes.values())

@@ -22,6 +22,11 @@ from typing import Any, Literal
 
 import msgspec
 
+from app.agents.langgraph_config import (
+    LangGraphConfigError,
+    is_langgraph_config,
+    langgraph_entries,
+)
 from app.compression.tool_names import BUILTIN_TOOLS, QUERY_KB
 from app.config import CompressionSettings, Settings
 from app.domain.agents import DEFAULT_AGENT_ID
@@ -35,6 +40,7 @@ OFFLINE = "offline"
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_GRAPH_PATH = re.compile(r"(?:[^:]+\.py|[A-Za-z_][\w.]*):[A-Za-z_][\w.]*")
 _PROVIDER_MODEL = re.compile(r"[A-Za-z0-9_-]+:.+")
 _AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 
@@ -78,6 +84,11 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     id: str
     name: str = ""
     description: str = ""
+    #: A LangGraph graph of the user's own (``./path/file.py:attr`` relative to the agents file,
+    #: or ``package.module:attr``; ``app.agents.own_graph``): served as it is, instead of the
+    #: agent Threadkeeper assembles. Exclusive with the fields that assemble one
+    #: (``GRAPH_EXCLUSIVE``); the budget, capabilities, summarizer and approval settings apply.
+    graph: str = ""
     #: ``provider:model`` (LangChain ``init_chat_model``), ``offline`` (the extractive model),
     #: or empty: the deployment's ``THREADKEEPER_LLM_*`` settings (offline without a base URL).
     model: str = ""
@@ -107,7 +118,9 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     #: ``THREADKEEPER_APPROVAL_TOOLS`` (names of tools the agent lacks ignored).
     approval_tools: list[str] | None = None
     recursion_limit: int = 40
-    capabilities: list[str] = msgspec.field(default_factory=lambda: [MANUAL_COMPRESSION])
+    #: Unset: ``manual_compression`` for an assembled agent; for a ``graph``, when the graph
+    #: opts in to Threadkeeper's compression (the public ``threadkeeper`` import).
+    capabilities: list[str] | None = None
     compression: BudgetSpec = msgspec.field(default_factory=BudgetSpec)
     #: The tool the offline model calls with ``{"query": <the user's turn>}`` (default query_kb).
     offline_lookup_tool: str = QUERY_KB
@@ -115,6 +128,29 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     @property
     def display_name(self) -> str:
         return self.name or self.id
+
+    def capabilities_for(self, opted_in: bool = True) -> tuple[str, ...]:
+        """The declared capabilities, else the default (``opted_in``: the agent's model calls
+        go through Threadkeeper's compression, always true of an assembled agent)."""
+        if self.capabilities is not None:
+            return tuple(self.capabilities)
+        return (MANUAL_COMPRESSION,) if (opted_in or not self.graph) else ()
+
+
+#: The fields that assemble an agent, so none may stand beside ``graph``.
+GRAPH_EXCLUSIVE = (
+    "model",
+    "base_url",
+    "api_key_env",
+    "fallback_models",
+    "max_concurrency",
+    "system_prompt",
+    "tools",
+    "python_tools",
+    "mcp_servers",
+    "approval_tools",
+    "offline_lookup_tool",
+)
 
 
 class _FactoryEntry(_Spec, frozen=True, kw_only=True):
@@ -155,12 +191,19 @@ def load_agent_specs(settings: Settings) -> list[AgentSpec]:
 
 
 def load_agents_file(path: Path, settings: Settings) -> list[AgentSpec]:
+    """An agents file (``agents = [...]``), or a ``langgraph.json`` (each graph an agent)."""
     raw = _read(path)
     importable_from(path.parent)
-    try:
-        entries = msgspec.convert(raw, _File).agents
-    except msgspec.ValidationError as exc:
-        raise AgentsFileError(f"agents file {path}: {_field_message(exc, '')}") from exc
+    if is_langgraph_config(raw):
+        try:
+            entries = langgraph_entries(raw, path)
+        except LangGraphConfigError as exc:
+            raise AgentsFileError(str(exc)) from exc
+    else:
+        try:
+            entries = msgspec.convert(raw, _File).agents
+        except msgspec.ValidationError as exc:
+            raise AgentsFileError(f"agents file {path}: {_field_message(exc, '')}") from exc
     if not entries:
         raise AgentsFileError(f"agents file {path}: field 'agents': no agent is defined")
     specs: list[AgentSpec] = []
@@ -295,7 +338,8 @@ def check_spec(spec: AgentSpec, settings: Settings, *, base: Path | None = None)
             raise bad(
                 "tools", f"no built-in tool {name!r} (have {', '.join(sorted(BUILTIN_TOOLS))})"
             )
-    for capability in spec.capabilities:
+    _check_graph(spec)
+    for capability in spec.capabilities or ():
         if capability not in CAPABILITIES:
             raise bad("capabilities", f"unknown capability {capability!r}")
     if spec.recursion_limit < 2:
@@ -306,6 +350,23 @@ def check_spec(spec: AgentSpec, settings: Settings, *, base: Path | None = None)
         import_object(target, f"agent {spec.id!r}: field 'python_tools'")
     _check_mcp(spec, base)
     budget_of(spec, settings)
+
+
+def _check_graph(spec: AgentSpec) -> None:
+    """A ``graph`` agent names no field that assembles an agent (its graph has its own)."""
+    if not spec.graph:
+        return
+    defaults = AgentSpec(id=spec.id)
+    for field in GRAPH_EXCLUSIVE:
+        if getattr(spec, field) != getattr(defaults, field):
+            raise AgentsFileError(
+                f"agent {spec.id!r}: field '{field}': not with 'graph' (the graph brings its own)"
+            )
+    if not _GRAPH_PATH.fullmatch(spec.graph):
+        raise AgentsFileError(
+            f"agent {spec.id!r}: field 'graph': {spec.graph!r} is not ./path/file.py:attr or "
+            "package.module:attr"
+        )
 
 
 def _check_mcp(spec: AgentSpec, base: Path | None) -> None:

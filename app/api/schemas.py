@@ -225,6 +225,9 @@ class RunOut(msgspec.Struct, kw_only=True):
     provider_code: str | None = None
     #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun); else null.
     interrupt: HITLRequest | None = None
+    #: ``interrupted`` by a graph's own ``interrupt(value)``: that value (ResumeRun answers it
+    #: with ``resume``); else null.
+    interrupt_value: Any = None
     input_tokens: int = 0
     output_tokens: int = 0
     model_calls: int = 0
@@ -259,7 +262,11 @@ class Decision(Strict):
 
 
 class ResumeIn(Strict):
-    decisions: Annotated[list[Decision], msgspec.Meta(min_length=1, max_length=50)]
+    """``decisions`` answer pending tool calls (an ``interrupt``); ``resume`` answers a graph's
+    own ``interrupt(value)`` (an ``interrupt_value``): what ``interrupt()`` returns in the graph."""
+
+    decisions: Annotated[list[Decision], msgspec.Meta(min_length=1, max_length=50)] | None = None
+    resume: Any = None
 
 
 # --- agent state & compression -----------------------------------------------------------------
@@ -296,8 +303,12 @@ class SummaryInfo(msgspec.Struct, kw_only=True):
 class ContextInfo(msgspec.Struct, kw_only=True):
     input_tokens: int
     summary_threshold: int
-    pressure: float
+    #: ``input_tokens / summary_threshold``; null when the next request cannot be counted
+    #: (``pressure_reason`` says why: a graph of the user's own that does not call its model
+    #: through Threadkeeper's compression).
+    pressure: float | None
     compression_suggested: bool
+    pressure_reason: str | None = None
 
 
 class ManualCompression(msgspec.Struct, kw_only=True):

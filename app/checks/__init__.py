@@ -15,6 +15,7 @@ from typing import TextIO
 
 from app.checks.agents import check_agents, check_mcp_servers
 from app.checks.base import Check, CheckContext, Report, one_line
+from app.checks.connections import check_connections
 from app.checks.database import check_database
 from app.checks.providers import PROVIDERS_HINT, check_providers
 from app.checks.settings import check_settings
@@ -25,6 +26,7 @@ CHECKS: list[Check] = [
     Check("settings", check_settings),
     Check("agents", check_agents, needs=("settings",)),
     Check("database", check_database, needs=("settings",)),
+    Check("connections", check_connections, needs=("settings",)),
     Check("mcp", check_mcp_servers, needs=("settings", "specs")),
     Check(
         "providers",

@@ -23,6 +23,12 @@ async def check_agents(ctx: CheckContext, report: Report) -> None:
     source = settings.agent.agents_file or "no agents file: the built-in agent"
     for spec in ctx.specs:
         budget = budget_of(spec, settings)
+        if spec.graph:
+            report.ok(
+                f"agent {spec.id!r} ({source}): graph {spec.graph} loads (a messages channel), "
+                f"summary threshold {budget.summary_threshold} tokens"
+            )
+            continue
         report.ok(
             f"agent {spec.id!r} ({source}): model {model_name(spec.model, settings)}, summary "
             f"threshold {budget.summary_threshold} tokens (previews {budget.tool_result_preview_tokens}, "

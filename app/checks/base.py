@@ -24,6 +24,12 @@ class CheckContext:
     providers: bool = False
     settings: Settings | None = None
     specs: list[AgentSpec] | None = None
+    #: ``--api N`` / ``--workers M``: the topology the connections section budgets (None: one
+    #: API process, plus one worker process unless the worker runs inside it).
+    api: int | None = None
+    workers: int | None = None
+    #: Set by the database section: the database answered.
+    database_answered: bool = False
 
 
 @dataclass

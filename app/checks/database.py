@@ -19,8 +19,11 @@ async def check_database(ctx: CheckContext, report: Report) -> None:
     if problem is not None:
         report.problem(problem)
         return
+    ctx.database_answered = True
     try:
-        behind, applied, heads = await schema_position(db.database_url)
+        behind, applied, heads = await schema_position(
+            db.database_url, transaction_pooler=db.transaction_pooler
+        )
     except Exception as exc:
         report.problem(
             f"the database at {describe(db.database_url)} answers, but its schema "
@@ -48,7 +51,9 @@ async def check_database(ctx: CheckContext, report: Report) -> None:
         )
 
 
-async def schema_position(url: str) -> tuple[int | None, frozenset[str], frozenset[str]]:
+async def schema_position(
+    url: str, *, transaction_pooler: bool = False
+) -> tuple[int | None, frozenset[str], frozenset[str]]:
     """(revisions from the applied ones to the head, None when an applied one is unknown
     here; the applied revisions; the heads)."""
     from alembic.script import ScriptDirectory
@@ -57,7 +62,9 @@ async def schema_position(url: str) -> tuple[int | None, frozenset[str], frozens
     from app.db.migrate import alembic_config, applied_revisions, head_revisions
     from app.db.session import create_engine
 
-    engine = create_engine(url, pool_size=1, timeout_seconds=5)
+    engine = create_engine(
+        url, pool_size=1, timeout_seconds=5, transaction_pooler=transaction_pooler
+    )
     try:
         applied = await applied_revisions(engine)
     finally:

@@ -4,8 +4,10 @@ Importable on its own (a graph a user brings opts in through it), it never impor
 assembly (``app.agents``), the offline model (``app.offline``), services, the worker or the API
 (import-linter contracts in pyproject.toml). Its homes:
 
-- ``summary``: the summary middleware and ``ContextCompressor`` (the algorithm, automatic and
-  manual paths);
+- ``summary``: ``ContextCompressor`` (the algorithm, automatic and manual paths);
+- ``middleware``, ``binding``: the algorithm at a model call (Threadkeeper's summary middleware,
+  and for a graph of the user's own the public ``threadkeeper`` middleware and node wrapper,
+  whose compressor the worker binds around each run);
 - ``offload``, ``previews``, ``retrieval``, ``recall``: tool results written to the Workdir and
   replaced by previews, the structured reading of result lists, the recall index and search;
 - ``cuts``, ``budget``, ``summary_messages``, ``outcome``, ``summarizers``: where a summary cuts,

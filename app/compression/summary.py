@@ -32,18 +32,11 @@ provider calibration in ``app.compression.tokens``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any, cast
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import structlog
-from langchain.agents.middleware.types import (
-    AgentMiddleware,
-    ExtendedModelResponse,
-    ModelRequest,
-    ModelResponse,
-)
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
-from langgraph.types import Command
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from app import telemetry
 from app.compression.budget import Budget, summary_reserve, turn_room
@@ -57,12 +50,8 @@ from app.compression.offload import (
 from app.compression.outcome import (
     TURN_ALONE_EXCEEDS,
     CompressionOutcome,
-    compression_event,
-    merge_outcomes,
-    state_update,
 )
-from app.compression.overflow import is_context_overflow
-from app.compression.summarizers import Summarizer, SummaryError, call_summarizer
+from app.compression.summarizers import Summarizer, call_summarizer
 from app.compression.summary_messages import (
     build_summary_message,
     summarized_count,
@@ -74,8 +63,6 @@ from app.compression.tokens import (
     measure,
     provider_ratio,
     scale,
-    stamp_request_tokens,
-    traced_model_call,
 )
 from app.compression.workdir import INDEX_PATH, Workdir
 from app.config import CompressionSettings
@@ -375,116 +362,3 @@ class ContextCompressor:
             replaced=[m for m in offload_only.replaced if id(m) in kept_ids],
             offload_failures=offload_only.offload_failures,
         )
-
-
-# --- the middleware -----------------------------------------------------------------------------
-def _thread_id() -> str | None:
-    try:
-        from langgraph.config import get_config
-
-        value = get_config().get("configurable", {}).get("thread_id")
-    except Exception:  # outside a graph run
-        return None
-    return str(value) if value else None
-
-
-def _emit(event: dict[str, Any]) -> None:
-    try:
-        from langgraph.config import get_stream_writer
-
-        get_stream_writer()(event)
-    except Exception:  # no runnable context or no custom stream: the event is optional
-        log.debug("compression_event_not_streamed")
-
-
-class SummaryMiddleware(AgentMiddleware):
-    """Keeps each model call under the threshold and persists the compressed view."""
-
-    def __init__(self, compressor: ContextCompressor) -> None:
-        super().__init__()
-        self.compressor = compressor
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse | ExtendedModelResponse:
-        thread_id = _thread_id()
-        compressor = self.compressor
-        outcome: CompressionOutcome | None = None
-        try:
-            outcome = await compressor.compress(
-                request.messages,
-                thread_id=thread_id,
-                system_message=request.system_message,
-                tools=request.tools,
-                force=False,
-            )
-        except SummaryError as exc:
-            log.warning(
-                "summary_failed",
-                thread_id=thread_id,
-                error=str(exc),
-                cause=repr(exc.__cause__),
-            )
-            outcome = exc.fallback
-        current = request
-        if outcome is not None and outcome.changed:
-            current = request.override(messages=_as_any(outcome.messages))
-        if outcome is not None and (
-            outcome.changed or outcome.offload_failures or outcome.over_threshold
-        ):
-            # Also when nothing changed because offloading failed or the turn alone exceeds the
-            # threshold: the operator must see why.
-            _emit(compression_event("threshold", outcome))
-        try:
-            response = await traced_model_call(handler, current)
-        except Exception as exc:
-            if not is_context_overflow(exc):
-                raise
-            retry = await self._overflow_retry(current, exc, thread_id)
-            current = current.override(messages=_as_any(retry.messages))
-            response = await traced_model_call(handler, current)
-            outcome = merge_outcomes(outcome, retry)
-        stamp_request_tokens(
-            response.result,
-            compressor.counter.count_request(
-                current.system_message, current.tools, current.messages
-            ),
-        )
-        if outcome is None or not outcome.changed:
-            return response
-        update = state_update(outcome, response.result)
-        return ExtendedModelResponse(model_response=response, command=Command(update=update))
-
-    async def _overflow_retry(
-        self, request: ModelRequest, error: Exception, thread_id: str | None
-    ) -> CompressionOutcome:
-        """Force compression after a provider overflow; re-raise ``error`` if it cannot help."""
-        compressor = self.compressor
-        size = compressor.count(
-            request.messages, system_message=request.system_message, tools=request.tools
-        )
-        try:
-            forced = await compressor.compress(
-                request.messages,
-                thread_id=thread_id,
-                system_message=request.system_message,
-                tools=request.tools,
-                force=True,
-                reason="overflow",
-            )
-        except (NothingToCompress, SummaryError) as exc:
-            log.warning("overflow_compression_failed", thread_id=thread_id, error=str(exc))
-            raise error from exc
-        if forced.after_tokens >= size:
-            log.warning(
-                "overflow_not_reduced", thread_id=thread_id, before=size, after=forced.after_tokens
-            )
-            raise error
-        _emit(compression_event("overflow", forced))
-        return forced
-
-
-def _as_any(messages: Sequence[BaseMessage]) -> list[AnyMessage]:
-    return cast("list[AnyMessage]", list(messages))

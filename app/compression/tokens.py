@@ -268,6 +268,10 @@ class TokenCounter:
 # --- provider calibration -----------------------------------------------------------------------
 #: Our raw count of the request that produced an AI message, stamped by the summary middleware.
 REQUEST_TOKENS_KEY = "threadkeeper_request_tokens"
+#: Our count of the same request's system prompt and tool schemas alone, stamped beside it: how
+#: the next request of a graph of the user's own (whose prompt and tools Threadkeeper does not
+#: hold) is counted from its state (``request_base``).
+REQUEST_BASE_KEY = "threadkeeper_request_base_tokens"
 #: A provider whose tokenizer differs from cl100k is trusted within these bounds.
 MIN_RATIO, MAX_RATIO = 0.5, 2.0
 
@@ -311,6 +315,24 @@ def stamp_request_tokens(response_messages: Sequence[BaseMessage], raw_tokens: i
             **(message.response_metadata or {}),
             REQUEST_TOKENS_KEY: raw_tokens,
         }
+
+
+def stamp_request_base(response_messages: Sequence[BaseMessage], base_tokens: int) -> None:
+    """Remember our count of the request's prompt and tool schemas on its reply."""
+    for message in response_messages:
+        if isinstance(message, AIMessage):
+            message.response_metadata = {
+                **(message.response_metadata or {}),
+                REQUEST_BASE_KEY: base_tokens,
+            }
+
+
+def request_base(messages: Sequence[BaseMessage]) -> int:
+    """The prompt and tool schemas of the latest model request, as stamped on its reply (0 when
+    no reply carries it: none yet, or summarized away)."""
+    latest = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    value = (latest.response_metadata or {}).get(REQUEST_BASE_KEY) if latest is not None else None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 # --- measuring a request against the threshold --------------------------------------------------

@@ -125,24 +125,23 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
     MIGRATIONS = MIGRATIONS
 
     async def setup(self) -> None:
-        """Upstream's ``setup`` (apply the migrations past the recorded version) under a
-        session-level advisory lock, on one connection: upstream takes no lock, and two processes
-        starting at once both applied the same migration and one failed on
-        ``checkpoint_migrations``' primary key."""
-        async with self._cursor() as cur:
-            await cur.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
-            try:
-                await cur.execute(self.MIGRATIONS[0])
-                row = await (
-                    await cur.execute("SELECT max(v) AS v FROM checkpoint_migrations")
-                ).fetchone()
-                done = -1 if row is None or row["v"] is None else int(row["v"])
-                for v in range(done + 1, len(self.MIGRATIONS)):
-                    await cur.execute(self.MIGRATIONS[v])
-                    await cur.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (v,))
-            finally:
-                if not cur.connection.broken:
-                    await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+        """Upstream's ``setup`` (apply the migrations past the recorded version) in one
+        transaction under a transaction-level advisory lock: upstream takes no lock, and two
+        processes starting at once both applied the same migration and one failed on
+        ``checkpoint_migrations``' primary key. Transaction-level, so it also holds behind a
+        transaction pooler (a session lock and its unlock could reach different server
+        connections there); none of the migrations needs to run outside a transaction (the
+        ``CONCURRENTLY`` index builds are the no-ops above)."""
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK_KEY,))
+            await cur.execute(self.MIGRATIONS[0])
+            row = await (
+                await cur.execute("SELECT max(v) AS v FROM checkpoint_migrations")
+            ).fetchone()
+            done = -1 if row is None or row["v"] is None else int(row["v"])
+            for v in range(done + 1, len(self.MIGRATIONS)):
+                await cur.execute(self.MIGRATIONS[v])
+                await cur.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (v,))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Short versions (app/db/checkpoint_codec.py): ~50 -> 2-4 characters, each checkpoint

@@ -14,16 +14,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def alembic_config(database_url: str) -> Config:
+def alembic_config(database_url: str, *, transaction_pooler: bool = False) -> Config:
     cfg = Config(str(PROJECT_ROOT / "alembic.ini"))
     cfg.set_main_option("script_location", str(PROJECT_ROOT / "alembic"))
     cfg.attributes["database_url"] = database_url
+    cfg.attributes["transaction_pooler"] = transaction_pooler
     return cfg
 
 
-def upgrade_head(database_url: str) -> None:
-    """Blocking (Alembic's env runs its own event loop): call it from a thread inside async code."""
-    command.upgrade(alembic_config(database_url), "head")
+def upgrade_head(database_url: str, *, transaction_pooler: bool = False) -> None:
+    """Blocking (Alembic's env runs its own event loop): call it from a thread inside async code.
+    ``transaction_pooler``: ``database_url`` goes through one (no direct URL was given); the
+    migrations then run in one transaction on pooler-safe connections."""
+    command.upgrade(alembic_config(database_url, transaction_pooler=transaction_pooler), "head")
 
 
 def downgrade_base(database_url: str) -> None:

@@ -10,11 +10,11 @@ refusal by PostgreSQL itself (wrong password, no such database) is final at once
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 import asyncpg
-from sqlalchemy.engine import make_url
 
-from app.db.urls import libpq_url
+from app.db.urls import parse
 
 #: Pause between attempts while the database refuses connections.
 RETRY_SECONDS = 0.25
@@ -22,8 +22,7 @@ RETRY_SECONDS = 0.25
 
 def describe(url: str) -> str:
     """``host:port/db`` of ``url``, never its password."""
-    parsed = make_url(url)
-    return f"{parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
+    return parse(url).describe()
 
 
 async def database_problem(url: str, timeout: float) -> str | None:
@@ -31,15 +30,25 @@ async def database_problem(url: str, timeout: float) -> str | None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     last = "no attempt"
+    target = parse(url)
     while True:
         remaining = deadline - loop.time()
         if remaining <= 0:
             return f"the database at {describe(url)} did not answer within {timeout:g} s ({last})"
         try:
-            conn = await asyncio.wait_for(asyncpg.connect(libpq_url(url)), remaining)
+            conn = await asyncio.wait_for(
+                asyncpg.connect(
+                    **target.asyncpg_kwargs(
+                        application_name="threadkeeper-preflight", timeout=remaining
+                    )
+                ),
+                remaining,
+            )
         except asyncpg.PostgresError as exc:  # PostgreSQL answered and refused: final
             return f"the database at {describe(url)} refused the connection: {_one_line(exc)}"
-        except (TimeoutError, OSError, asyncpg.InterfaceError) as exc:
+        except (TimeoutError, OSError, asyncpg.InterfaceError, ssl.SSLError) as exc:
+            if isinstance(exc, ssl.SSLCertVerificationError):  # a wrong CA or host: final
+                return f"the database at {describe(url)} failed TLS verification: {_one_line(exc)}"
             last = f"{type(exc).__name__}: {_one_line(exc)}" if str(exc) else type(exc).__name__
             await asyncio.sleep(min(RETRY_SECONDS, max(0.0, deadline - loop.time())))
             continue

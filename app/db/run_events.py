@@ -64,8 +64,14 @@ class HITLRequest(msgspec.Struct, kw_only=True):
 
 
 def hitl_request(value: Any) -> HITLRequest | None:
-    """A stored interrupt (JSON) as the typed request it is (extra keys are dropped)."""
-    return None if value is None else msgspec.convert(value, HITLRequest)
+    """A stored interrupt (JSON) as the typed request it is (extra keys are dropped); None
+    when it is not one (a graph's own ``interrupt(value)``, served as ``interrupt_value``)."""
+    if not isinstance(value, dict) or "action_requests" not in value:
+        return None
+    try:
+        return msgspec.convert(value, HITLRequest)
+    except msgspec.ValidationError:
+        return None
 
 
 # --- the event payloads -------------------------------------------------------------------------
@@ -85,6 +91,9 @@ class StatusEvent(msgspec.Struct, kw_only=True):
     provider_code: str | None = None
     #: ``interrupted``: the pending tool calls awaiting a decision (ResumeRun); else null.
     interrupt: HITLRequest | None = None
+    #: ``interrupted`` by a graph's own ``interrupt(value)`` (not a tool approval): the value
+    #: as the graph gave it (ResumeRun answers it with ``resume``); else null.
+    interrupt_value: Any = None
     #: The first ``running`` event: the request the run answers; else null.
     request_id: uuid.UUID | None = None
     #: ``running`` again without a worker: a draining worker released the run at a step
@@ -113,6 +122,8 @@ class DeltaEvent(msgspec.Struct, kw_only=True):
     #: The id of the AI message the text belongs to (several deltas share it).
     lc_id: str | None = None
     text: str
+    #: The graph node whose model call streamed it (``model`` in Threadkeeper's own agents).
+    node: str | None = None
 
 
 class MessageAddedEvent(msgspec.Struct, kw_only=True):
@@ -168,8 +179,23 @@ class ProviderRetryEvent(msgspec.Struct, kw_only=True):
     discarded_lc_id: str | None = None
 
 
+class CustomEvent(msgspec.Struct, kw_only=True):
+    """What a node of the agent's graph wrote with LangGraph's ``get_stream_writer()``, as it
+    wrote it (JSON); LangGraph's ``custom`` stream mode."""
+
+    type: Literal["custom"]
+    data: Any = None
+
+
 #: Every event payload; each is documented as its own component schema.
-RunEventData = StatusEvent | DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent
+RunEventData = (
+    StatusEvent
+    | DeltaEvent
+    | MessageAddedEvent
+    | CompressionEvent
+    | ProviderRetryEvent
+    | CustomEvent
+)
 
 #: The payload struct of each row ``type``.
 EVENT_TYPES: dict[str, type[RunEventData]] = {
@@ -178,6 +204,7 @@ EVENT_TYPES: dict[str, type[RunEventData]] = {
     "message": MessageAddedEvent,
     "compression": CompressionEvent,
     "provider_retry": ProviderRetryEvent,
+    "custom": CustomEvent,
 }
 
 

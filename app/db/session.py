@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import event
+import asyncpg
+from sqlalchemy import Engine, event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -19,7 +21,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.util.concurrency import await_
 
-from app.db.urls import sqlalchemy_url
+from app.db.urls import parse
 
 #: ``application_name`` of each pool's connections, so ``pg_stat_activity`` (operators, tests)
 #: tells the repositories' pool, the checkpointer's pool and the NOTIFY listener apart.
@@ -57,34 +59,73 @@ def needs_ping(returned_at: float | None) -> bool:
     return time.monotonic() - returned_at >= WARM_SECONDS
 
 
-def create_engine(url: str, *, pool_size: int = 10, timeout_seconds: float = 10.0) -> AsyncEngine:
+def create_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    timeout_seconds: float = 10.0,
+    transaction_pooler: bool = False,
+) -> AsyncEngine:
     """At most ``pool_size`` connections, opened on demand and kept: no overflow, because under
     load overflow connections were opened and closed per request (connect, type introspection
     and statement preparation each time: a tenth of PostMessage's CPU); a request waits for a
     free one instead (at most ``timeout_seconds``, then 503). A connection killed while idle
     (``pg_terminate_backend``, a database restart) is noticed and replaced at checkout instead
-    of failing the next request (see ``_ping_on_checkout``)."""
+    of failing the next request (see ``_ping_on_checkout``).
+
+    Connections are opened from the parsed URL (app/db/urls.py: TLS, several hosts,
+    ``target_session_attrs``, ``options``), never from SQLAlchemy's reading of its query.
+    ``transaction_pooler``: behind PgBouncer in transaction mode (``pooler_safe_connect_args``)."""
+    target = parse(url)
+    kwargs = target.asyncpg_kwargs(application_name=SQL_APPLICATION_NAME, timeout=timeout_seconds)
+
+    async def connect(*_: Any, **__: Any) -> Any:
+        extra = {"statement_cache_size": 0} if transaction_pooler else {}
+        return await asyncpg.connect(**kwargs, **extra)
+
+    connect_args: dict[str, Any] = {"async_creator_fn": connect}
+    if transaction_pooler:
+        connect_args.update(POOLER_SAFE_SQLALCHEMY_ARGS)
     engine = create_async_engine(
-        sqlalchemy_url(url),
+        target.sqlalchemy_url(),
         pool_size=pool_size,
         max_overflow=0,
         pool_recycle=POOL_RECYCLE_SECONDS,
         pool_timeout=timeout_seconds,
-        connect_args={
-            "timeout": timeout_seconds,
-            "server_settings": {"application_name": SQL_APPLICATION_NAME},
-        },
+        connect_args=connect_args,
     )
+    if transaction_pooler:
+        _BEHIND_POOLER.add(engine.sync_engine)
     _ping_on_checkout(engine)
     return engine
+
+
+#: Behind a transaction pooler each transaction may run on another server connection, so a
+#: statement must never outlive its transaction: SQLAlchemy's statement cache is off and it
+#: prepares the *unnamed* statement (``""``: replaced by the next one, never closed, never
+#: colliding with another client's ``__asyncpg_stmt_N__`` on a shared server connection), and
+#: asyncpg's own cache is off (``statement_cache_size=0`` in ``create_engine``). Each prepare is
+#: followed by its execute in the same transaction (SQLAlchemy begins one first), which pins the
+#: server connection between the two; ``autocommit()`` therefore opens a transaction there.
+POOLER_SAFE_SQLALCHEMY_ARGS: dict[str, Any] = {
+    "prepared_statement_cache_size": 0,
+    "prepared_statement_name_func": lambda: "",
+}
+#: The engines whose connections go through a transaction pooler.
+_BEHIND_POOLER: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def behind_transaction_pooler(engine: AsyncEngine) -> bool:
+    return engine.sync_engine in _BEHIND_POOLER
 
 
 def _ping_on_checkout(engine: AsyncEngine) -> None:
     """``pool_pre_ping`` in one round trip.
 
     SQLAlchemy's pre-ping on asyncpg costs three (BEGIN, ``;``, ROLLBACK), the largest single
-    cost of PostMessage; a bare ``;`` proves the connection alive just as well (no pgbouncer in
-    transaction mode here). A dead one is replaced before the caller sees it.
+    cost of PostMessage; one ``SELECT 1`` proves the connection alive just as well. It goes as a
+    simple query (``execute`` without arguments: no prepared statement, so it is safe behind a
+    transaction pooler too; asyncpg fails on an empty simple query, hence not ``;``). A dead one is replaced before the caller sees it.
     """
 
     @event.listens_for(engine.sync_engine, "checkout")
@@ -95,7 +136,7 @@ def _ping_on_checkout(engine: AsyncEngine) -> None:
         if not needs_ping(record.info.get("returned_at")):
             return
         try:
-            await_(conn.fetchrow(";"))
+            await_(conn.execute("SELECT 1"))
         except Exception as exc:
             raise DisconnectionError("pooled connection is dead") from exc
 
@@ -113,7 +154,15 @@ async def autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A pooled connection in autocommit: each statement its own transaction, no BEGIN/COMMIT
     round trips and no ORM session. For the one-statement reads and writes of the hot paths
     (intake, search, a run's steps, claims and transitions); anything spanning statements
-    takes a session and its transaction instead."""
+    takes a session and its transaction instead.
+
+    Behind a transaction pooler the connection is in a transaction instead (committed at the
+    end, rolled back on an error): there a statement outside a transaction could be prepared on
+    one server connection and executed on another (see ``POOLER_SAFE_SQLALCHEMY_ARGS``)."""
+    if behind_transaction_pooler(engine):
+        async with engine.begin() as conn:
+            yield conn
+        return
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         yield conn

@@ -22,6 +22,7 @@ RunErrorCode = Literal[
     "worker_stopped",
     "cancelled",
     "agent_unavailable",
+    "graph_error",
 ]
 #: A thread's computed status (ConversationRepository.statuses): idle, its active run's status,
 #: or queued (input waits and no run is active).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, ToolMessage
@@ -30,6 +30,8 @@ class AgentStateSnapshot:
     checkpoint_id: str | None = None
     parent_checkpoint_id: str | None = None
     created_at: str | None = None
+    #: The state's other keys (a graph of the user's own keeps its own), as LangGraph holds them.
+    values: dict[str, Any] = field(default_factory=dict)
 
 
 def _checkpoint_id(config: Any) -> str | None:
@@ -41,6 +43,7 @@ def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
     values = state.values or {}
     return AgentStateSnapshot(
         messages=list(values.get("messages", [])),
+        values={k: v for k, v in values.items() if k != "messages"},
         next=tuple(state.next or ()),
         interrupts=tuple(state.interrupts or ()),
         checkpoint_id=_checkpoint_id(state.config),
@@ -50,10 +53,16 @@ def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
 
 
 class AgentStateRepository:
-    def __init__(self, graph: Any) -> None:
+    def __init__(
+        self, graph: Any, *, model_node: str | None = "model", tools_node: str | None = "tools"
+    ) -> None:
         if getattr(graph, "checkpointer", None) in (None, False):
             raise CheckpointerRequired("the agent graph was compiled without a checkpointer")
         self.graph = graph
+        #: The nodes writes are made as (None: LangGraph's choice, the last node that wrote;
+        #: a graph of the user's own names its nodes as it likes).
+        self.model_node = model_node
+        self.tools_node = tools_node
 
     @staticmethod
     def config(thread_id: uuid.UUID | str) -> dict[str, Any]:
@@ -78,7 +87,7 @@ class AgentStateRepository:
         await self.graph.aupdate_state(
             self.config(thread_id),
             {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]},
-            as_node="model",
+            as_node=self.model_node,
         )
 
     async def add_tool_results(
@@ -86,7 +95,7 @@ class AgentStateRepository:
     ) -> None:
         """Append tool results as if the tools node wrote them (the model step comes next)."""
         await self.graph.aupdate_state(
-            self.config(thread_id), {"messages": list(results)}, as_node="tools"
+            self.config(thread_id), {"messages": list(results)}, as_node=self.tools_node
         )
 
     async def prune_history(self, thread_id: uuid.UUID | str) -> None:

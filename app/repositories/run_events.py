@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import TERMINAL_RUN_STATUSES, AgentRun, RunEvent
 from app.db.run_events import (
     CompressionEvent,
+    CustomEvent,
     DeltaEvent,
     MessageAddedEvent,
     ProviderRetryEvent,
@@ -21,7 +22,7 @@ from app.db.run_events import (
 #: LISTEN/NOTIFY channel that wakes event streams (see app/worker/notifier.py).
 RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
 #: The events a run's activity appends (its status events come with its status transitions).
-ActivityEvent = DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent
+ActivityEvent = DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent | CustomEvent
 
 
 class RunEventRepository:

@@ -258,8 +258,13 @@ def _outcome(status: RunStatus, error: RunError | None, interrupt: Any) -> dict[
         event = StatusEvent(type="status", status="completed", final=True)
         return {"error": None, "error_code": None, "interrupt": None, "final": True, "e": event}
     if status == RunStatus.INTERRUPTED:
-        assert interrupt is not None
-        event = StatusEvent(type="status", status="interrupted", interrupt=hitl_request(interrupt))
+        typed = hitl_request(interrupt)
+        event = StatusEvent(
+            type="status",
+            status="interrupted",
+            interrupt=typed,
+            interrupt_value=None if typed is not None else interrupt,
+        )
         return {
             "error": None,
             "error_code": None,

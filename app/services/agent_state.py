@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
@@ -16,12 +18,18 @@ from app.compression.summary_messages import (
     stacked_summary_text,
     summarized_count,
 )
+from app.compression.tokens import provider_ratio, request_base, scale
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 
 #: Manual compression is suggested from this share of ``summary_threshold`` on (display only).
 SUGGEST_PERCENT = 85
+#: Why a thread's pressure is null: its graph builds its model request without Threadkeeper.
+NOT_COUNTED = (
+    "graph_without_compression: the agent's graph does not call its model through "
+    "Threadkeeper's compression, so its requests (prompt, tools) cannot be counted"
+)
 
 
 def compression_suggested(input_tokens: int, threshold: int) -> bool:
@@ -38,7 +46,8 @@ class StateView:
     summary_text: str | None
     input_tokens: int
     summary_threshold: int
-    pressure: float
+    #: None when the next request cannot be counted (``pressure_reason`` says why).
+    pressure: float | None
     compression_suggested: bool
     manual_available: bool
     manual_reason: str | None
@@ -46,6 +55,24 @@ class StateView:
     agent_id: str = DEFAULT_AGENT_ID
     #: Why the thread's agent cannot run (removed from the agents file, MCP server down).
     agent_unavailable: str | None = None
+    pressure_reason: str | None = None
+    #: The state's keys besides ``messages`` (a graph of the user's own keeps its own).
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def plain_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A graph's own state keys as JSON (messages and models as their dicts, else ``str``)."""
+    return json.loads(json.dumps(values, default=_plain))  # type: ignore[no-any-return]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return describe_message(value)  # type: ignore[arg-type]
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
 
 
 def describe_message(m: AnyMessage) -> dict[str, Any]:
@@ -80,17 +107,21 @@ class AgentStateService:
             return await self._without_agent(thread_id, conv.agent_id, unavailable)
         agent = self.agents.runtime(conv.agent_id)
         info = self.agents.info(conv.agent_id)
-        snapshot = await AgentStateRepository(agent.graph).get(thread_id)
+        snapshot = await agent.state().get(thread_id)
         # The thread's own agent: its budget, its prompt and tool schemas in the count.
         compressor = agent.compressor
         threshold = compressor.summary_threshold
         tokens = compressor.count(
             snapshot.messages, system_message=agent.system_message, tools=agent.tools
         )
+        if agent.own_graph:  # its prompt and tools are the graph's: as its last request had them
+            ratio = provider_ratio(snapshot.messages)
+            tokens += scale(request_base(snapshot.messages), ratio)
         # The summary may be several stacked segments at the head of the view.
         summary_present = any(is_summary_message(m) for m in snapshot.messages)
         summarized = summarized_count(snapshot.messages)
         # available means CompressContext would change the view (the compressor's own test).
+        uncounted = None if agent.compression_opted_in else NOT_COUNTED
         if info is not None and not info.manual_compression:
             available, reason = False, "not_supported"
         elif status != "idle":
@@ -114,12 +145,14 @@ class AgentStateService:
             summary_text=stacked_summary_text(snapshot.messages),
             input_tokens=tokens,
             summary_threshold=threshold,
-            pressure=round(tokens / threshold, 4) if threshold else 0.0,
-            compression_suggested=compression_suggested(tokens, threshold),
+            pressure=None if uncounted else (round(tokens / threshold, 4) if threshold else 0.0),
+            compression_suggested=not uncounted and compression_suggested(tokens, threshold),
             manual_available=available,
             manual_reason=reason,
             next=list(snapshot.next),
             agent_id=conv.agent_id,
+            pressure_reason=uncounted,
+            values=plain_values(snapshot.values),
         )
 
     async def _without_agent(self, thread_id: uuid.UUID, agent_id: str, why: str) -> StateView:

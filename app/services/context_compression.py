@@ -29,7 +29,6 @@ from app.domain.errors import (
     ThreadBusy,
     WorkdirUnavailable,
 )
-from app.repositories.agent_state import AgentStateRepository
 from app.repositories.conversations import ConversationRepository
 
 log = structlog.get_logger(__name__)
@@ -70,7 +69,7 @@ class ContextCompressionService:
             status = await conversations.status(thread_id)
             if status != "idle":
                 raise ThreadBusy(f"the thread is busy ({status}); try again when it is idle")
-            state = AgentStateRepository(agent.graph)
+            state = agent.state()
             snapshot = await state.get(thread_id)
             if not snapshot.messages:
                 raise NothingToCompress("the thread has no model-visible history yet")

@@ -19,6 +19,7 @@ from app.db.models import (
     RequestStatus,
     RunStatus,
 )
+from app.db.run_events import hitl_request
 from app.domain.errors import (
     InvalidState,
     InvalidToolArguments,
@@ -171,6 +172,35 @@ class RunService:
         self.on_resumed = on_resumed
         self.on_cancel = on_cancel
 
+    def _resume_payload(
+        self,
+        interrupt: Any,
+        agent_id: str,
+        decisions: Sequence[ReviewDecision] | None,
+        value: Any,
+    ) -> Any:
+        if hitl_request(interrupt) is None:  # a graph's own interrupt(value)
+            if value is None:
+                raise ValidationFailed(
+                    "the run waits on the graph's own interrupt: answer it with resume (a "
+                    "JSON value, not null)",
+                    field="resume",
+                )
+            if decisions is not None:
+                raise ValidationFailed(
+                    "the run waits on the graph's own interrupt, not on tool calls: answer it "
+                    "with resume (any JSON value), not decisions",
+                    field="decisions",
+                )
+            return value
+        if decisions is None:
+            raise ValidationFailed(
+                "the run waits on tool calls: answer with decisions, one per pending call",
+                field="decisions",
+            )
+        tools = self.tools_of(agent_id) if self.tools_of else {}
+        return hitl_decisions(interrupt, decisions, tools)
+
     async def get(self, run_id: uuid.UUID, owner_id: str) -> AgentRun:
         async with self.sessions() as session:
             run = await RunRepository(session).get_owned(run_id, owner_id)
@@ -232,8 +262,15 @@ class RunService:
         return run
 
     async def resume(
-        self, run_id: uuid.UUID, owner_id: str, decisions: Sequence[ReviewDecision]
+        self,
+        run_id: uuid.UUID,
+        owner_id: str,
+        decisions: Sequence[ReviewDecision] | None,
+        *,
+        value: Any = None,
     ) -> AgentRun:
+        """Answer an interrupted run: ``decisions`` for pending tool calls (a HITLRequest),
+        ``value`` for a graph's own ``interrupt(value)`` (returned there as it is)."""
         async with self.sessions() as session, session.begin():
             runs = RunRepository(session)
             owned = await runs.get_owned(run_id, owner_id)
@@ -246,8 +283,7 @@ class RunService:
                 raise InvalidState(f"run is {run.status.value}, not interrupted")
             if self.require_agent is not None:
                 self.require_agent(conv.agent_id)  # nothing resumes into a run it cannot do
-            tools = self.tools_of(conv.agent_id) if self.tools_of else {}
-            payload = hitl_decisions(run.interrupt, decisions, tools)
+            payload = self._resume_payload(run.interrupt, conv.agent_id, decisions, value)
             await RunLeaseStatements(session).resume(run_id, payload)
             await runs.announce_work()
             await session.flush()

@@ -49,8 +49,16 @@ AGENT_UNAVAILABLE = RunError(
 )
 
 
-def classify_run_error(exc: BaseException) -> RunError:
-    """The sanitized error of a failed run (first match: overflow, database, tool, provider)."""
+GRAPH_ERROR = RunError(
+    "graph_error",
+    "The agent's graph raised an error while the run was in progress; the server log has "
+    "the traceback.",
+)
+
+
+def classify_run_error(exc: BaseException, *, own_graph: bool = False) -> RunError:
+    """The sanitized error of a failed run (first match: overflow, database, tool, provider;
+    anything else is ``graph_error`` in a graph of the user's own, else ``internal_error``)."""
     if is_context_overflow(exc):
         return CONTEXT_OVERFLOW
     if is_connection_error(exc):
@@ -61,7 +69,7 @@ def classify_run_error(exc: BaseException) -> RunError:
         return dataclasses.replace(
             PROVIDER_ERROR, provider_status=provider_status(exc), provider_code=provider_code(exc)
         )
-    return INTERNAL_ERROR
+    return GRAPH_ERROR if own_graph else INTERNAL_ERROR
 
 
 def error_log_fields(exc: BaseException) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import traceback
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -20,6 +21,7 @@ from app.agents import untraced
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.registry import AgentRegistry
+from app.compression.binding import bound
 from app.compression.messages import message_text
 from app.config import WorkerSettings
 from app.db.errors import is_connection_error
@@ -77,7 +79,7 @@ class _AgentRun:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
-        self.state = AgentStateRepository(runtime.graph)
+        self.state = runtime.state()
 
 
 class DrainSignal:
@@ -245,7 +247,9 @@ class RunExecutor:
         retries = 0
         while True:
             try:
-                return await self._stream_run(claimed, run.runtime, graph_input, context), retries
+                with bound(run.runtime.binding(claimed.owner_id)):
+                    interrupt = await self._stream_run(claimed, run.runtime, graph_input, context)
+                return interrupt, retries
             except (LeaseLost, HandedOff):
                 raise
             except Exception as exc:
@@ -280,8 +284,10 @@ class RunExecutor:
         """The run's failure, logged with what an operator needs to tell a wrong key from a
         wrong base URL: the agent, its model and endpoint, the provider's status, code and
         (redacted) message."""
-        error = classify_run_error(exc)
+        error = classify_run_error(exc, own_graph=runtime is not None and runtime.own_graph)
         where = {"model": runtime.model_name, "endpoint": runtime.endpoint} if runtime else {}
+        if error.code == "graph_error":
+            where["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
         log.warning(
             "run_failed",
             run_id=str(claimed.run_id),
@@ -313,8 +319,9 @@ class RunExecutor:
         async for mode, chunk in stream:
             if mode == "messages":
                 message, meta = chunk
-                if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
-                    deltas.add(message.id, message_text(message))
+                # Any node's chat model streams (the summarizer's calls are tagged nostream).
+                if isinstance(message, AIMessageChunk):
+                    deltas.add(message.id, message_text(message), meta.get("langgraph_node"))
                     attempt.ids.add(message.id)
                 if deltas.due():
                     pending.extend(deltas.drain())
@@ -363,8 +370,12 @@ class RunExecutor:
         runtime: AgentRuntime, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncGenerator[tuple[str, Any], None]:
         untraced.apply()  # middleware hooks' trace set-up inline while tracing is off
+        # An own graph's runtime context is its own (its context_schema), not AgentContext.
         async for item in runtime.graph.astream(
-            graph_input, config, context=context, stream_mode=["updates", "custom", "messages"]
+            graph_input,
+            config,
+            context=None if runtime.own_graph else context,
+            stream_mode=["updates", "custom", "messages"],
         ):
             mode, chunk = item
             yield mode, chunk

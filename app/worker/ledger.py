@@ -20,11 +20,13 @@ from app.compression.summary_messages import is_summary_message
 from app.compression.tokens import run_usage
 from app.db.run_events import (
     CompressionEvent,
+    CustomEvent,
     DeltaEvent,
     MessageAddedEvent,
     MessageRole,
     ProviderRetryEvent,
     event_row,
+    hitl_request,
 )
 from app.db.session import autocommit
 from app.repositories.messages import MessageRepository, NewMessage
@@ -58,6 +60,8 @@ def interrupt_payload(interrupts: Any) -> Any:
     values = [getattr(i, "value", i) for i in interrupts]
     if len(values) == 1:
         return json_safe(values[0])
+    if not all(hitl_request(v) is not None for v in values):
+        return json_safe(values)  # several interrupt(value) of an own graph: all of them
     return json_safe(
         {
             "action_requests": [a for v in values for a in v.get("action_requests", [])],
@@ -105,10 +109,17 @@ def message_event_data(message_id: uuid.UUID, row: NewMessage) -> dict[str, Any]
     return data
 
 
-def custom_event(chunk: Any) -> CompressionEvent | ProviderRetryEvent | None:
-    """A custom stream event of the graph as the event the run stores (None: not one we serve)."""
+def custom_event(chunk: Any) -> CompressionEvent | ProviderRetryEvent | CustomEvent:
+    """A custom stream event of the graph as the event the run stores: Threadkeeper's own
+    (compression, provider retries) typed; anything else a node wrote with
+    ``get_stream_writer()`` as it is (``custom``)."""
     kind = CUSTOM_EVENTS.get(str(chunk.get("type"))) if isinstance(chunk, dict) else None
-    return None if kind is None else msgspec.convert(json_safe(chunk), kind)
+    if kind is not None:
+        try:
+            return msgspec.convert(json_safe(chunk), kind)
+        except msgspec.ValidationError:
+            pass  # a graph's own event that happens to use one of our type names
+    return CustomEvent(type="custom", data=json_safe(chunk))
 
 
 def new_messages(update: Any) -> list[BaseMessage]:
@@ -118,7 +129,8 @@ def new_messages(update: Any) -> list[BaseMessage]:
     for u in updates:
         if not isinstance(u, dict):
             continue
-        for m in u.get("messages") or []:
+        sent = u.get("messages") or []
+        for m in sent if isinstance(sent, list | tuple) else [sent]:
             if isinstance(m, RemoveMessage) or is_summary_message(m):
                 continue
             if isinstance(m, (AIMessage, ToolMessage)):
@@ -134,13 +146,17 @@ class DeltaBuffer:
         self.interval = interval
         self.max_chars = max_chars
         self._parts: dict[str | None, list[str]] = {}
+        #: The graph node whose model call streamed each message.
+        self._nodes: dict[str | None, str] = {}
         self._chars = 0
         self._since = time.monotonic()
 
-    def add(self, lc_id: str | None, text: str) -> None:
+    def add(self, lc_id: str | None, text: str, node: str | None = None) -> None:
         if text:
             self._parts.setdefault(lc_id, []).append(text)
             self._chars += len(text)
+            if node is not None:
+                self._nodes[lc_id] = node
 
     def due(self) -> bool:
         return bool(self._parts) and (
@@ -155,7 +171,12 @@ class DeltaBuffer:
 
     def drain(self) -> list[DeltaEvent]:
         out = [
-            DeltaEvent(type="delta", lc_id=storable_id(k), text=storable_text("".join(v)))
+            DeltaEvent(
+                type="delta",
+                lc_id=storable_id(k),
+                text=storable_text("".join(v)),
+                node=storable_id(self._nodes.get(k)),
+            )
             for k, v in self._parts.items()
         ]
         self._parts.clear()

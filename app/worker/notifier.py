@@ -148,7 +148,7 @@ class RunEventNotifier:
                     self.conninfo,
                     autocommit=True,
                     connect_timeout=10,
-                    application_name=LISTENER_APPLICATION_NAME,
+                    fallback_application_name=LISTENER_APPLICATION_NAME,
                     # A half-open connection must surface as an error, not as silence.
                     keepalives=1,
                     keepalives_idle=30,

@@ -112,7 +112,7 @@ def test_bad_settings_and_a_budget_that_cannot_converge(tmp_path: Path) -> None:
     [(section, text)] = problems(rows)
     assert section == "settings" and "must be a PostgreSQL URL" in text
     assert {(level, section) for level, section, _ in rows if section != "settings"} == {
-        ("skipped", s) for s in ("agents", "database", "mcp", "providers")
+        ("skipped", s) for s in ("agents", "database", "connections", "mcp", "providers")
     }
     out = app_run(["check"], _env(THREADKEEPER_AGENTS_FILE=agents_file(tmp_path, tight)))
     rows = findings(out)
@@ -205,3 +205,86 @@ def test_settings_prints_the_documented_names(tmp_path: Path) -> None:
     for alias in ("THREADKEEPER_DATABASE_URL", "THREADKEEPER_S3_", "THREADKEEPER_OTEL_"):
         assert not any(name.startswith(alias) for name in lines), alias
     assert "db-password-1" not in out.stdout and "aws-secret-1" not in out.stdout
+
+
+def describe(url: str) -> str:
+    from app.db.preflight import describe as described
+
+    return described(url)
+
+
+def _usable_connections(url: str) -> int:
+    import psycopg
+
+    from app.db.urls import libpq_url
+
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT current_setting('max_connections')::int"
+            " - current_setting('superuser_reserved_connections')::int"
+            " - coalesce(current_setting('reserved_connections', true)::int, 0)"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_the_connection_budget_of_a_topology(clean_db: str) -> None:
+    """``--api N --workers M``: each process may open both pools plus one LISTEN connection;
+    within the server's usable connections it is ok, past them a problem naming the fix."""
+    usable = _usable_connections(clean_db)
+    pools = {"THREADKEEPER_DB_POOL_SIZE": "2", "THREADKEEPER_CHECKPOINTER_POOL_SIZE": "1"}
+    env = _env(DATABASE_URL=clean_db, **pools)
+    out = app_run(["check", "--api", "1", "--workers", "2"], env)
+    rows = findings(out)
+    assert out.returncode == 0, out.stdout
+    found = [(lv, t) for lv, s, t in rows if s == "connections"]
+    assert (
+        "ok",
+        f"the connection to {describe(clean_db)} is not encrypted (a loopback address)",
+    ) in found
+    [(level, text)] = [(lv, t) for lv, t in found if "process(es)" in t]
+    assert level == "ok"
+    assert text.startswith(
+        "1 API + 2 worker process(es) may open 12 connections (4 each: "
+        "THREADKEEPER_DB_POOL_SIZE 2 + THREADKEEPER_CHECKPOINTER_POOL_SIZE 1 + 1 LISTEN); "
+    ), text
+    assert f"takes {usable} (max_connections" in text
+    too_many = usable // 4 + 1  # processes of 4 connections each: one process too many
+    out = app_run(["check", "--api", str(too_many), "--workers", "0"], env)
+    assert out.returncode == 2, out.stdout
+    [(section, text)] = problems(findings(out))
+    assert section == "connections"
+    assert f"may open {too_many * 4} connections" in text and "too many" in text
+    assert "THREADKEEPER_DATABASE_POOLER=transaction" in text
+
+
+def test_the_budget_behind_a_transaction_pooler(clean_db: str, bouncer: Any) -> None:
+    """Behind PgBouncer the pools count against the pooler; only the LISTEN connections on the
+    direct URL count against PostgreSQL."""
+    env = _env(
+        DATABASE_URL=bouncer.url(),
+        THREADKEEPER_DATABASE_POOLER="transaction",
+        THREADKEEPER_DATABASE_DIRECT_URL=clean_db,
+    )
+    out = app_run(["check", "--api", "10", "--workers", "10"], env)
+    rows = findings(out)
+    assert out.returncode == 0, out.stdout
+    texts = [t for _, s, t in rows if s == "connections"]
+    assert any(
+        t.startswith(
+            "10 API + 10 worker process(es) open at most 1600 connections to the pooler (80 each"
+        )
+        for t in texts
+    ), texts
+    assert any(
+        t.startswith("20 LISTEN connection(s) on THREADKEEPER_DATABASE_DIRECT_URL") for t in texts
+    ), texts
+    # Without a direct URL nothing of ours reaches PostgreSQL directly (they poll).
+    env.pop("THREADKEEPER_DATABASE_DIRECT_URL")
+    out = app_run(["check", "--api", "10", "--workers", "10"], env)
+    assert out.returncode == 0, out.stdout
+    found = [(lv, t) for lv, s, t in findings(out) if s == "connections"]
+    assert any(lv == "warning" and "SSE streams and workers poll" in t for lv, t in found), found
+    assert any(t.startswith("0 LISTEN connection(s)") for _, t in found), found
+    # Through the pooler the server sees the pooler's connection: nothing said about TLS.
+    assert not any("encrypted" in t for _, t in found), found

@@ -28,7 +28,7 @@ from tests.support.app_harness import AUTH, AppFactory, AppHarness
 pytestmark = pytest.mark.integration
 
 HANG_GUARD = 30.0
-BOUND = {"db_pool_timeout_seconds": 0.5, "db_pool_size": 2}
+BOUND = {"db_pool_timeout_seconds": 0.5, "db_pool_size": 2, "checkpointer_pool_size": 2}
 
 
 @contextlib.asynccontextmanager
@@ -36,7 +36,7 @@ async def checkpointer_connections_held(h: AppHarness) -> AsyncIterator[None]:
     """Take every connection of the checkpointer's pool, as checkpoint calls stuck on dead
     connections do."""
     pool = h.container.pool
-    held = [await pool.getconn() for _ in range(BOUND["db_pool_size"])]
+    held = [await pool.getconn() for _ in range(BOUND["checkpointer_pool_size"])]
     try:
         yield
     finally:

@@ -154,9 +154,15 @@ async def test_summarizer_failure_writes_nothing_and_leaks_nothing(app_factory: 
         await run_turns(h, tid, ["still there?"])
 
 
-async def test_compress_and_post_never_interleave(app_factory: AppFactory) -> None:
+async def test_compress_and_post_never_interleave(
+    app_factory: AppFactory, database_route: dict[str, Any]
+) -> None:
+    """Straight to PostgreSQL, and through PgBouncer in transaction mode (the row lock is
+    held by the compression's transaction, on whichever server connection serves it)."""
     summarizer = BlockingSummarizer()
-    async with app_factory(summarizer=summarizer, lock_timeout_ms=20_000, **BIG) as h:
+    async with app_factory(
+        summarizer=summarizer, lock_timeout_ms=20_000, **BIG, **database_route
+    ) as h:
         await seed_kb(h)
         tid = await new_thread(h)
         await run_turns(h, tid, ["lease expiry?", "heartbeat?"])

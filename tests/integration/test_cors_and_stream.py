@@ -87,6 +87,7 @@ async def test_stream_payloads_are_typed(app_factory: AppFactory) -> None:
             "provider_status": None,
             "provider_code": None,
             "interrupt": None,
+            "interrupt_value": None,
             "request_id": run["request_id"],
             "handoff": False,
         }

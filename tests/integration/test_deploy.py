@@ -35,6 +35,8 @@ from tests.support.processes import (
 pytestmark = pytest.mark.integration
 
 COMPOSE = ROOT / "deploy" / "docker-compose.yml"
+#: The PgBouncer override, run on top of COMPOSE.
+COMPOSE_PGBOUNCER = ROOT / "deploy" / "docker-compose.pgbouncer.yml"
 #: Packages that exist only for tests and development: none of them may ship in the image.
 DEV_ONLY = (
     "pytest",
@@ -58,7 +60,9 @@ def _lock(path: Path) -> dict[str, str]:
 def test_compose_file_is_valid_against_the_compose_spec(tmp_path: Path) -> None:
     """check-jsonschema ships the official compose-spec schema (with its license)."""
     check = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
-    ok = subprocess.run([*check, str(COMPOSE)], capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [*check, str(COMPOSE), str(COMPOSE_PGBOUNCER)], capture_output=True, text=True, timeout=120
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     # The validator really validates: a misspelt key is refused.
     broken = tmp_path / "broken.yml"
@@ -71,7 +75,7 @@ def test_compose_file_is_valid_against_the_compose_spec(tmp_path: Path) -> None:
         and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
     ):
         cfg = subprocess.run(
-            [docker, "compose", "-f", str(COMPOSE), "config", "-q"],
+            [docker, "compose", "-f", str(COMPOSE), "-f", str(COMPOSE_PGBOUNCER), "config", "-q"],
             capture_output=True,
             text=True,
             env={"THREADKEEPER_API_KEYS": "alice:not-the-dev-key", "PATH": "/usr/bin:/bin"},
@@ -102,6 +106,22 @@ def test_compose_migrates_once_before_api_and_worker_with_their_own_checks() -> 
     ]
     assert "/ready" in " ".join(services["api"]["healthcheck"]["test"])
     assert services["migrate"]["image"] == services["api"]["image"] == services["worker"]["image"]
+
+
+def test_the_pgbouncer_override_sends_the_pools_through_it_and_listen_around_it() -> None:
+    base = YAML(typ="safe").load(COMPOSE.read_text())["services"]
+    over = YAML(typ="safe").load(COMPOSE_PGBOUNCER.read_text())["services"]
+    bouncer = over["pgbouncer"]["environment"]
+    assert bouncer["POOL_MODE"] == "transaction" and bouncer["DB_HOST"] == "postgres"
+    for name in ("api", "worker"):
+        env = over[name]["environment"]
+        assert env["THREADKEEPER_DATABASE_POOLER"] == "transaction"
+        assert "@pgbouncer:" in env["DATABASE_URL"]
+        assert "@postgres:" in env["THREADKEEPER_DATABASE_DIRECT_URL"]
+        assert over[name]["depends_on"]["pgbouncer"] == {"condition": "service_started"}
+    # Migrations keep the base file's URL straight to PostgreSQL.
+    assert "migrate" not in over
+    assert "@postgres:" in base["migrate"]["environment"]["DATABASE_URL"]
 
 
 def test_compose_restarts_long_running_services_and_exposes_the_worker_metrics() -> None:

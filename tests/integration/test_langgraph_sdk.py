@@ -30,8 +30,11 @@ async def collect(stream: Any) -> list[tuple[str, Any]]:
     return [(part.event, part.data) for part in [p async for p in stream]]
 
 
-async def test_core_flow_with_every_stream_mode(app_factory: AppFactory) -> None:
-    async with app_factory() as h, serve_in_loop(h.app) as url:
+async def test_core_flow_with_every_stream_mode(
+    app_factory: AppFactory, database_route: dict[str, Any]
+) -> None:
+    """Straight to PostgreSQL, and through PgBouncer in transaction mode."""
+    async with app_factory(**database_route) as h, serve_in_loop(h.app) as url:
         await add_doc(h)
         client = get_client(url=url, api_key=API_KEY)
         info = await client.http.get("/info")

@@ -146,7 +146,9 @@ async def test_more_runs_than_pool_connections_complete(app_factory: AppFactory)
     with OpenAICompatibleServer() as srv:
         srv.responder = lambda request: ANSWER
         srv.hold()
-        async with app_factory(**provider(srv, db_pool_size=2, db_pool_timeout_seconds=5)) as h:
+        async with app_factory(
+            **provider(srv, db_pool_size=2, checkpointer_pool_size=2, db_pool_timeout_seconds=5)
+        ) as h:
             threads = [await new_thread(h) for _ in range(runs)]
             for tid in threads:
                 posted = await h.client.post(

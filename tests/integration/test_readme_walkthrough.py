@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,14 @@ def walkthrough() -> tuple[str, list[str]]:
     return script.group(1), expected.group(1).strip().splitlines()
 
 
-def test_readme_walkthrough_prints_the_documented_output(clean_db: str, tmp_path: Path) -> None:
+def test_readme_walkthrough_prints_the_documented_output(
+    clean_db: str, tmp_path: Path, database_route: dict[str, Any]
+) -> None:
+    """Straight to PostgreSQL, and through PgBouncer in transaction mode."""
     script, expected = walkthrough()
-    app = create_app(make_settings(clean_db, tmp_path / "workdir", worker_poll_seconds=0.1))
+    route = dict(database_route)
+    url = route.pop("database_url", clean_db)
+    app = create_app(make_settings(url, tmp_path / "workdir", worker_poll_seconds=0.1, **route))
     with serve_in_thread(app) as base_url:
         env = {**os.environ, "TK_URL": base_url, "TK_KEY": API_KEY}
         done = subprocess.run(

@@ -22,6 +22,7 @@ import pytest
 from app.db.urls import libpq_url
 from tests.support.app_harness import API_KEY, AUTH
 from tests.support.openai_server import OpenAICompatibleServer
+from tests.support.pgbouncer import route_env
 from tests.support.processes import app_process, free_port, reaped, wait_exit, wait_ready
 from tests.support.s3_server import S3Server
 from tests.support.waiting import wait_until
@@ -69,14 +70,16 @@ def rows(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 async def test_two_apis_two_workers_one_killed_audit(
-    clean_db: str, tmp_path: Path, s3_server: S3Server
+    clean_db: str, tmp_path: Path, s3_server: S3Server, database_route: dict[str, Any]
 ) -> None:
+    """Straight to PostgreSQL, and through PgBouncer in transaction mode (every process's
+    pools through it, their LISTEN connections on the direct URL)."""
     model = Model()
     bucket = s3_server.new_bucket()
     with OpenAICompatibleServer() as srv:
         srv.responder = model
         env = {
-            "DATABASE_URL": clean_db,
+            **route_env(database_route, clean_db),
             "THREADKEEPER_LLM_BASE_URL": srv.base_url,
             "THREADKEEPER_LLM_API_KEY": "k",
             "THREADKEEPER_API_KEYS": f"alice:{API_KEY}",
@@ -86,6 +89,7 @@ async def test_two_apis_two_workers_one_killed_audit(
             "THREADKEEPER_LEASE_SECONDS": "6",
             "THREADKEEPER_WORKER_CONCURRENCY": "4",
             "THREADKEEPER_DB_POOL_SIZE": "8",
+            "THREADKEEPER_CHECKPOINTER_POOL_SIZE": "8",
             "THREADKEEPER_SUMMARY_THRESHOLD": "1500",
             "THREADKEEPER_TOOL_RESULT_PREVIEW_TOKENS": "100",
             # A budget the start check accepts (keep-recent + summary + prompt + tools + a turn).

@@ -36,6 +36,7 @@ def make_settings(database_url: str, workdir: Path, **overrides: Any) -> Setting
         "lease_seconds": 30.0,
         "lock_timeout_ms": 2000,
         "db_pool_size": 10,
+        "checkpointer_pool_size": 10,
         # Tests poll in tight loops; the limiter has its own test.
         "rate_limit_per_second": 0,
         "drain_seconds": 0,

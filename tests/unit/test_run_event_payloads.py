@@ -26,6 +26,7 @@ def test_an_old_status_row_is_served_with_every_field() -> None:
         "provider_status": None,
         "provider_code": None,
         "interrupt": None,
+        "interrupt_value": None,
         "request_id": None,
         "handoff": False,
     }

@@ -29,10 +29,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from app.compression.cuts import RESERVED_SEGMENTS, SUMMARY_SEGMENTS, plan_summary
+from app.compression.middleware import SummaryMiddleware
 from app.compression.offload import deterministic_pass
 from app.compression.overflow import is_context_overflow
 from app.compression.summarizers import SummaryError
-from app.compression.summary import ContextCompressor, SummaryMiddleware
+from app.compression.summary import ContextCompressor
 from app.compression.summary_messages import (
     SUMMARY_HEADER,
     build_summary_message,

@@ -63,6 +63,7 @@ class ContextController(Controller):
                 summary_threshold=v.summary_threshold,
                 pressure=v.pressure,
                 compression_suggested=v.compression_suggested,
+                pressure_reason=v.pressure_reason,
             ),
             capabilities=Capabilities(
                 manual_compression=ManualCompression(

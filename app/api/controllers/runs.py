@@ -81,6 +81,7 @@ def run_out(r: AgentRun) -> RunOut:
         provider_status=r.provider_status,
         provider_code=r.provider_code,
         interrupt=hitl_request(r.interrupt),
+        interrupt_value=r.interrupt if hitl_request(r.interrupt) is None else None,
         input_tokens=r.input_tokens,
         output_tokens=r.output_tokens,
         model_calls=r.model_calls,
@@ -179,17 +180,21 @@ class RunController(Controller):
         principal: NamedDependency[str],
         run_service: NamedDependency[RunService],
     ) -> RunOut:
-        decisions = [
-            review_decision(
-                i,
-                d.type,
-                d.message,
-                msgspec.to_builtins(d.edited_action) if d.edited_action else None,
-                args=d.args,
-            )
-            for i, d in enumerate(data.decisions)
-        ]
-        return run_out(await run_service.resume(run_id, principal, decisions))
+        decisions = (
+            None
+            if data.decisions is None
+            else [
+                review_decision(
+                    i,
+                    d.type,
+                    d.message,
+                    msgspec.to_builtins(d.edited_action) if d.edited_action else None,
+                    args=d.args,
+                )
+                for i, d in enumerate(data.decisions)
+            ]
+        )
+        return run_out(await run_service.resume(run_id, principal, decisions, value=data.resume))
 
     @post(
         "/{run_id:str}/stream-token",

@@ -95,7 +95,7 @@ class _Translation:
             self.streamed.add(str(data.get("lc_id")))
             if self.modes & {"messages-tuple", "messages"}:
                 chunk = chunk_json(data.get("lc_id"), str(data.get("text", "")))
-                out.append(Part("messages", [chunk, self.meta(MODEL_NODE)]))
+                out.append(Part("messages", [chunk, self.meta(data.get("node") or MODEL_NODE)]))
         elif event.type == "message":
             for m in new:
                 node, as_out = node_of(m.role), message_out(m)
@@ -108,6 +108,9 @@ class _Translation:
         elif event.type in ("compression", "provider_retry"):
             if "custom" in self.modes:
                 out.append(Part("custom", {**data, "type": f"threadkeeper.{event.type}"}))
+        elif event.type == "custom":  # a node's get_stream_writer() output, as it wrote it
+            if "custom" in self.modes:
+                out.append(Part("custom", data.get("data")))
         elif event.type == "status":
             return self._status(event, data)
         return out, False
@@ -115,7 +118,8 @@ class _Translation:
     def _status(self, event: RunEvent, data: dict[str, Any]) -> tuple[list[Part], bool]:
         status, out = data.get("status"), []
         if status == "interrupted":
-            interrupt = [interrupt_out(data.get("interrupt"), str(event.run_id))]
+            value = data.get("interrupt") or data.get("interrupt_value")
+            interrupt = [interrupt_out(value, str(event.run_id))]
             if "updates" in self.modes:
                 out.append(Part("updates", {"__interrupt__": interrupt}))
             if "values" in self.modes:

@@ -4,7 +4,7 @@ thread state, runs, assistants."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -141,22 +141,28 @@ def state_out(record: StateRecord) -> ThreadStateOut:
     tasks = [
         TaskOut(id=i.id, name=waiting[0], path=[], error=None, interrupts=[i]) for i in interrupts
     ]
-    return ThreadStateOut(
-        values=StateValuesOut(
-            messages=messages_out(record.history),
-            threadkeeper=ThreadkeeperValuesOut(
-                model_view=view.messages,
-                input_tokens=view.input_tokens,
-                summary_threshold=view.summary_threshold,
-                pressure=view.pressure,
-                compression_suggested=view.compression_suggested,
-                summary_present=view.summary_present,
-                summarized_messages=view.summarized_messages,
-                manual_compression=ManualCompressionOut(
-                    available=view.manual_available, reason=view.manual_reason
-                ),
+    values = StateValuesOut(
+        messages=messages_out(record.history),
+        threadkeeper=ThreadkeeperValuesOut(
+            model_view=view.messages,
+            input_tokens=view.input_tokens,
+            summary_threshold=view.summary_threshold,
+            pressure=view.pressure,
+            pressure_reason=view.pressure_reason,
+            compression_suggested=view.compression_suggested,
+            summary_present=view.summary_present,
+            summarized_messages=view.summarized_messages,
+            manual_compression=ManualCompressionOut(
+                available=view.manual_available, reason=view.manual_reason
             ),
         ),
+    )
+    if view.values:
+        # A graph of the user's own: its other state keys too, as it keeps them (the document
+        # names the two keys every thread has; a JSON object may carry more).
+        values = cast(StateValuesOut, {**view.values, **msgspec.structs.asdict(values)})
+    return ThreadStateOut(
+        values=values,
         next=waiting,
         tasks=tasks,
         checkpoint=checkpoint_out(tid, snapshot.checkpoint_id),
@@ -206,7 +212,17 @@ def assistant_out(agent: AgentInfo) -> AssistantOut:
     )
 
 
-def schemas_out(agent: AgentInfo) -> AssistantSchemasOut:
+def schemas_out(agent: AgentInfo, graph: Any = None) -> AssistantSchemasOut:
+    """The assembled agent's MessagesState; a graph of the user's own describes itself."""
+    if graph is not None:
+        return AssistantSchemasOut(
+            graph_id=agent.id,
+            input_schema=graph.get_input_jsonschema(),
+            output_schema=graph.get_output_jsonschema(),
+            state_schema=graph.get_output_jsonschema(),
+            config_schema={"title": "Config", "type": "object", "properties": {}},
+            context_schema=graph.get_context_jsonschema(),
+        )
     return AssistantSchemasOut(
         graph_id=agent.id,
         input_schema=MESSAGES_STATE_SCHEMA,
@@ -217,8 +233,11 @@ def schemas_out(agent: AgentInfo) -> AssistantSchemasOut:
     )
 
 
-def graph_out() -> GraphOut:
-    """The agent loop as LangGraph draws it: model <-> tools."""
+def graph_out(graph: Any = None) -> GraphOut:
+    """The agent loop as LangGraph draws it: model <-> tools; a graph of the user's own as
+    LangGraph draws it."""
+    if graph is not None:
+        return msgspec.convert(graph.get_graph().to_json(), GraphOut)
     nodes = ["__start__", MODEL_NODE, TOOLS_NODE, "__end__"]
     edges = [
         ("__start__", MODEL_NODE, False),

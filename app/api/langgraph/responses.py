@@ -67,14 +67,17 @@ class AssistantSchemasOut(Out, kw_only=True):
 
 class GraphNodeOut(Out, kw_only=True):
     id: str
-    type: str
-    data: str
+    type: str | None = None
+    #: The node's name (the assembled agent), or what LangGraph draws of it (a graph of the
+    #: user's own).
+    data: Any = None
 
 
 class GraphEdgeOut(Out, kw_only=True):
     source: str
     target: str
-    conditional: bool
+    conditional: bool = False
+    data: Any = None
 
 
 class GraphOut(Out, kw_only=True):
@@ -156,7 +159,9 @@ class ThreadkeeperValuesOut(Out, kw_only=True):
     model_view: list[Json]
     input_tokens: int
     summary_threshold: int
-    pressure: float
+    #: None when the next request cannot be counted (``pressure_reason`` says why).
+    pressure: float | None
+    pressure_reason: str | None = None
     compression_suggested: bool
     summary_present: bool
     summarized_messages: int
@@ -164,6 +169,9 @@ class ThreadkeeperValuesOut(Out, kw_only=True):
 
 
 class StateValuesOut(Out, kw_only=True):
+    """The full history and Threadkeeper's view; a graph of the user's own adds its other
+    state keys."""
+
     messages: list[MessageOut]
     threadkeeper: ThreadkeeperValuesOut
 

@@ -40,7 +40,6 @@ from app.domain.errors import (
 )
 from app.services.langgraph.runs import LangGraphRun, LangGraphRunService, RunInput
 from app.services.langgraph.stream import LangGraphStreams
-from app.services.runs import ReviewDecision, review_decision
 
 #: What a join stream sends when the client names no modes.
 DEFAULT_JOIN_MODES = ("values", "updates", "messages-tuple", "custom")
@@ -66,8 +65,7 @@ def run_input(data: RunCreateIn) -> RunInput:
     if data.command is not None and data.command.resume is not None:
         if data.input:
             raise ValidationFailed("send either input or command.resume", field="input")
-        decisions = resume_decisions(data.command.resume)
-        return RunInput(text=None, message_id=None, decisions=decisions, **common)
+        return RunInput(text=None, message_id=None, resume=data.command.resume, **common)
     try:
         parsed = msgspec.convert(data.input or {}, RunInputIn)
     except msgspec.ValidationError as exc:
@@ -81,44 +79,6 @@ def run_input(data: RunCreateIn) -> RunInput:
     if not text.strip():
         raise ValidationFailed("the message's text must not be blank", field="input.messages")
     return RunInput(text=text, message_id=message.id, **common)
-
-
-def resume_decisions(resume: Any) -> list[ReviewDecision]:
-    """``command.resume`` as langchain's HITL middleware takes it (``{decisions: [...]}``, or
-    keyed by interrupt id) -> our decisions; an ``edit`` carries ``edited_action.args``."""
-    if isinstance(resume, dict) and "decisions" not in resume and len(resume) == 1:
-        resume = next(iter(resume.values()))
-    decisions = resume.get("decisions") if isinstance(resume, dict) else None
-    if not isinstance(decisions, list):
-        raise ValidationFailed(
-            "command.resume must be {decisions: [...]} (one per pending tool call)",
-            field="command.resume",
-        )
-    out: list[ReviewDecision] = []
-    for index, d in enumerate(decisions):
-        kind = d.get("type") if isinstance(d, dict) else None
-        if kind not in ("approve", "reject", "edit", "respond"):
-            raise ValidationFailed(
-                f"decision {index}: type must be approve, reject, edit or respond",
-                field=f"command.resume.decisions[{index}].type",
-            )
-        edited = d.get("edited_action")
-        if kind == "edit" and edited is None:
-            # /v1's older ``args`` is not LangGraph's shape: name the field this door reads.
-            raise ValidationFailed(
-                f"decision {index}: an edit decision carries the tool call as "
-                "edited_action: {name, args}" + (" (not a top-level args)" if "args" in d else ""),
-                field=f"command.resume.decisions[{index}].edited_action",
-            )
-        if edited is not None and not isinstance(edited, dict):
-            raise ValidationFailed(
-                f"decision {index}: edited_action must be {{name, args}}",
-                field=f"command.resume.decisions[{index}].edited_action",
-            )
-        out.append(
-            review_decision(index, kind, d.get("message"), edited, field="command.resume.decisions")
-        )
-    return out
 
 
 def modes_of(stream_mode: str | Sequence[str]) -> list[str]:

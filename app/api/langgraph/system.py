@@ -106,11 +106,12 @@ class AssistantController(Controller):
     async def get_schemas(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
     ) -> AssistantSchemasOut:
-        return schemas_out(find_agent(agent_registry, assistant_id))
+        agent = find_agent(agent_registry, assistant_id)
+        return schemas_out(agent, agent_registry.own_graph(agent.id))
 
     @get("/{assistant_id:str}/graph", operation_id="GetAssistantGraph", responses=errors(NotFound))
     async def get_graph(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
     ) -> GraphOut:
         find_agent(agent_registry, assistant_id)
-        return graph_out()
+        return graph_out(agent_registry.own_graph(assistant_id))

@@ -7,12 +7,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
 from app.db.models import AgentRun, AgentRunRequest, RequestStatus, RunStatus
+from app.db.run_events import hitl_request
 from app.domain.errors import (
     AgentMismatch,
     NotFound,
@@ -27,7 +28,7 @@ from app.services.intake import IntakeService, RunAsk
 from app.services.langgraph.assistants import find_agent
 from app.services.langgraph.statuses import LangGraphRunStatus, agent_run_status, run_status
 from app.services.langgraph.threads import LangGraphThreadService
-from app.services.runs import ReviewDecision, RunService
+from app.services.runs import ReviewDecision, RunService, review_decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +39,8 @@ class RunInput:
     #: The human message's text and its client-chosen id (None: a resume).
     text: str | None
     message_id: str | None
-    #: A resume's decisions (``command.resume``), one per pending tool call.
-    decisions: Sequence[ReviewDecision] = ()
+    #: ``command.resume``: the approval decisions, or a graph's own interrupt's answer.
+    resume: Any = None
     multitask_strategy: Literal["enqueue", "reject"] = "enqueue"
     if_not_exists: Literal["reject", "create"] = "reject"
     checkpoint_id: str | None = None
@@ -100,6 +101,44 @@ class LangGraphRun:
         return self.run if self.request is None or self.resumed_at is None else None
 
 
+def resume_decisions(resume: Any) -> list[ReviewDecision]:
+    """``command.resume`` as langchain's HITL middleware takes it (``{decisions: [...]}``, or
+    keyed by interrupt id) -> our decisions; an ``edit`` carries ``edited_action.args``."""
+    if isinstance(resume, dict) and "decisions" not in resume and len(resume) == 1:
+        resume = next(iter(resume.values()))
+    decisions = resume.get("decisions") if isinstance(resume, dict) else None
+    if not isinstance(decisions, list):
+        raise ValidationFailed(
+            "command.resume must be {decisions: [...]} (one per pending tool call)",
+            field="command.resume",
+        )
+    out: list[ReviewDecision] = []
+    for index, d in enumerate(decisions):
+        kind = d.get("type") if isinstance(d, dict) else None
+        if kind not in ("approve", "reject", "edit", "respond"):
+            raise ValidationFailed(
+                f"decision {index}: type must be approve, reject, edit or respond",
+                field=f"command.resume.decisions[{index}].type",
+            )
+        edited = d.get("edited_action")
+        if kind == "edit" and edited is None:
+            # /v1's older ``args`` is not LangGraph's shape: name the field this door reads.
+            raise ValidationFailed(
+                f"decision {index}: an edit decision carries the tool call as "
+                "edited_action: {name, args}" + (" (not a top-level args)" if "args" in d else ""),
+                field=f"command.resume.decisions[{index}].edited_action",
+            )
+        if edited is not None and not isinstance(edited, dict):
+            raise ValidationFailed(
+                f"decision {index}: edited_action must be {{name, args}}",
+                field=f"command.resume.decisions[{index}].edited_action",
+            )
+        out.append(
+            review_decision(index, kind, d.get("message"), edited, field="command.resume.decisions")
+        )
+    return out
+
+
 class LangGraphRunService:
     def __init__(
         self,
@@ -127,7 +166,7 @@ class LangGraphRunService:
                     "branching from an older checkpoint is not supported: run on the head"
                 )
         if ask.text is None:
-            return await self._resume(thread_id, owner_id, agent.id, ask.decisions)
+            return await self._resume(thread_id, owner_id, agent.id, ask.resume)
         accepted = await self.intake.post_run(
             thread_id,
             owner_id,
@@ -208,7 +247,7 @@ class LangGraphRunService:
         thread_id: uuid.UUID,
         owner_id: str,
         assistant_id: str,
-        decisions: Sequence[ReviewDecision],
+        resume: Any,
     ) -> LangGraphRun:
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
@@ -219,7 +258,10 @@ class LangGraphRunService:
             raise AgentMismatch(f"this thread runs agent {conv.agent_id!r}, not {assistant_id!r}")
         if not latest or latest[0].status != RunStatus.INTERRUPTED:
             raise ValidationFailed("the thread has no interrupted run to resume", field="command")
-        run = await self.runs.resume(latest[0].id, owner_id, decisions)
+        if hitl_request(latest[0].interrupt) is None:  # a graph's own interrupt(value)
+            run = await self.runs.resume(latest[0].id, owner_id, None, value=resume)
+        else:
+            run = await self.runs.resume(latest[0].id, owner_id, resume_decisions(resume))
         return await self.get(thread_id, run.id, owner_id)
 
     async def _ensure_thread(self, thread_id: uuid.UUID, owner_id: str, if_not_exists: str) -> None:

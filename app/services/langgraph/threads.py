@@ -196,7 +196,7 @@ class LangGraphThreadService:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
             history = await chat_history(session, thread_id)
             latest = await RunRepository(session).list_for_thread(thread_id, limit=1)
-        snapshot = await AgentStateRepository(self._graph_of(conv.agent_id)).get(thread_id)
+        snapshot = await self.agents.state_of(conv.agent_id).get(thread_id)
         view = await self.agent_state.view(thread_id, owner_id)
         run = latest[0] if latest else None
         waiting = run if run is not None and run.status == RunStatus.INTERRUPTED else None
@@ -210,13 +210,6 @@ class LangGraphThreadService:
         if state.snapshot.checkpoint_id != checkpoint_id:
             raise NotImplementedHere("only the head checkpoint's state is served (no time travel)")
         return state
-
-    def _graph_of(self, agent_id: str) -> Any:
-        """The thread's own agent graph (its nodes name what waits on an interrupt: ``next``);
-        the shared state graph when the agent cannot be built now."""
-        if self.agents.unavailable_reason(agent_id) is None:
-            return self.agents.runtime(agent_id).graph
-        return self.agents.state_graph
 
     async def head_checkpoint_id(self, thread_id: uuid.UUID) -> str | None:
         return (await AgentStateRepository(self.agents.state_graph).get(thread_id)).checkpoint_id

@@ -227,8 +227,9 @@ async function request(config, op, args, options) {
  * @typedef {Object} ContextInfo
  * @property {number} input_tokens
  * @property {number} summary_threshold
- * @property {number} pressure
+ * @property {(number | null)} pressure
  * @property {boolean} compression_suggested
+ * @property {(string | null)} pressure_reason
  */
 
 /**
@@ -236,6 +237,12 @@ async function request(config, op, args, options) {
  * @property {string} [title] Default: `""`. (length 0..500)
  * @property {(string | null)} [agent_id] length 1..100; pattern ^[A-Za-z0-9_.-]+$
  * @property {Record<string, any>} [metadata]
+ */
+
+/**
+ * @typedef {Object} CustomEvent
+ * @property {"custom"} type
+ * @property {any} [data]
  */
 
 /**
@@ -281,6 +288,7 @@ async function request(config, op, args, options) {
  * @property {"delta"} type
  * @property {(string | null)} lc_id
  * @property {string} text
+ * @property {(string | null)} node
  */
 
 /**
@@ -603,7 +611,8 @@ async function request(config, op, args, options) {
 
 /**
  * @typedef {Object} ResumeIn
- * @property {Array<Decision>} decisions
+ * @property {(Array<Decision> | null)} [decisions]
+ * @property {any} [resume]
  */
 
 /**
@@ -614,7 +623,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable")} RunErrorCode
+ * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | "graph_error")} RunErrorCode
  */
 
 /**
@@ -642,6 +651,7 @@ async function request(config, op, args, options) {
  * @property {(number | null)} provider_status
  * @property {(string | null)} provider_code
  * @property {(HITLRequest | null)} interrupt
+ * @property {any} interrupt_value
  * @property {number} input_tokens default 0
  * @property {number} output_tokens default 0
  * @property {number} model_calls default 0
@@ -680,6 +690,7 @@ async function request(config, op, args, options) {
  * @property {(number | null)} provider_status
  * @property {(string | null)} provider_code
  * @property {(HITLRequest | null)} interrupt
+ * @property {any} interrupt_value
  * @property {(string | null)} request_id uuid
  * @property {boolean} handoff default false
  */

@@ -897,12 +897,15 @@ async function refreshAgentState(threadId = state.threadId) {
 /** @param {import("./api-client.js").AgentStateOut} view */
 function renderAgentState(view) {
   const { input_tokens: tokens, summary_threshold: threshold, compression_suggested: suggested } = view.context;
-  const ratio = threshold > 0 ? tokens / threshold : 0;
+  // null: the agent's own graph builds its requests without Threadkeeper (pressure_reason).
+  const counted = view.context.pressure !== null;
+  const ratio = counted && threshold > 0 ? tokens / threshold : 0;
   const percent = ratio * 100;
-  $("pressure-value").textContent = `${percent.toFixed(1)}%`;
+  $("pressure-value").textContent = counted ? `${percent.toFixed(1)}%` : "not counted";
   $("pressure-fill").style.width = `${Math.min(100, percent)}%`;
   const bar = $("pressure-bar");
   bar.setAttribute("aria-valuenow", percent.toFixed(1));
+  bar.title = counted ? "" : view.context.pressure_reason || "";
   bar.dataset.level = ratio >= 1 ? "over" : suggested ? "high" : "ok";
   $("input-tokens").textContent = formatNumber(tokens);
   $("summary-threshold").textContent = formatNumber(threshold);

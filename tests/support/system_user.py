@@ -1,0 +1,56 @@
+"""Server processes that refuse to run as root (``initdb``, ``postgres``, ``pgbouncer``).
+
+The machines and CI run the tests as root; these servers are then run as the ``postgres`` system
+user (the Debian PostgreSQL packages create it) through ``setpriv`` (which execs the server: its
+process id is the server's, for a test to stop), in a directory it owns. As an ordinary user they
+simply run as that user.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+#: The unprivileged account the servers run as when the tests run as root.
+SERVER_USER = "postgres"
+
+
+def as_server_user(argv: list[str]) -> list[str]:
+    """``argv`` run as ``SERVER_USER`` when we are root, else as is."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    user = f"--reuid={SERVER_USER}", f"--regid={SERVER_USER}", "--init-groups"
+    return [setpriv, *user, "--", *argv]
+
+
+def server_dir(prefix: str) -> Path:
+    """A new directory the server user owns and can reach (``/tmp`` is world-searchable; pytest's
+    own temporary directories under ``/tmp/pytest-of-root`` are not)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(SERVER_USER)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    return path
+
+
+def give_to_server_user(path: Path, mode: int) -> None:
+    """A file the server reads (a private key must be its own, mode 0600)."""
+    path.chmod(mode)
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(SERVER_USER)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def run_as_server_user(argv: list[str], *, timeout: float = 120) -> str:
+    """Run to its end; its output, or an AssertionError carrying it."""
+    done = subprocess.run(
+        as_server_user(argv), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{argv[0]} failed ({done.returncode}): {done.stderr}{done.stdout}"
+    return done.stdout

@@ -36,6 +36,7 @@ from app.db.session import (
 from app.db.urls import parse
 from app.repositories.agent_state import AgentStateRepository
 from app.services.agent_state import AgentStateService
+from app.services.branches import BranchService
 from app.services.context_compression import ContextCompressionService
 from app.services.intake import IntakeService
 from app.services.knowledge_base import KnowledgeBaseService
@@ -82,6 +83,8 @@ class Container:
     lg_threads: LangGraphThreadService = field(init=False)
     lg_runs: LangGraphRunService = field(init=False)
     lg_streams: LangGraphStreams = field(init=False)
+    #: /v1's branches, Regenerate and Edit (issue 36).
+    branches: BranchService = field(init=False)
     _closed: bool = field(default=False)
     _schema_at_head: bool = field(default=False)
 
@@ -257,6 +260,7 @@ async def build_container(
         sessions, container.lg_threads, container.intake, container.runs, agents
     )
     container.lg_streams = LangGraphStreams(sessions, container.feed)
+    container.branches = BranchService(sessions, container.intake, agents)
     if (serve_streams or run_in_process) and not session_url:
         log.warning(
             "database_notifications_off",

@@ -20,6 +20,7 @@ from app import metrics, telemetry
 from app.api.auth import Authenticator, api_key_guard, provide_principal
 from app.api.console import console_handlers, openapi_render_plugins
 from app.api.controllers.agents import AgentController
+from app.api.controllers.branches import BranchController
 from app.api.controllers.context import ContextController
 from app.api.controllers.knowledge_base import KnowledgeBaseController
 from app.api.controllers.requests import RequestController
@@ -177,6 +178,7 @@ def create_app(
         guards=[api_key_guard, rate_limit_guard, migrated_schema_guard],
         route_handlers=[
             ThreadController,
+            BranchController,
             ThreadRunsController,
             RunController,
             RequestController,
@@ -194,6 +196,7 @@ def create_app(
             "principal": Provide(provide_principal),
             "thread_service": _from_container("threads"),
             "intake_service": _from_container("intake"),
+            "branch_service": _from_container("branches"),
             "run_service": _from_container("runs"),
             "run_feed": _from_container("feed"),
             "kb_service": _from_container("kb"),

@@ -35,6 +35,7 @@ from litestar.openapi.spec import (
 from litestar.openapi.spec.enums import OpenAPIType
 
 from app.domain.states import (
+    BranchKind,
     CompressionReason,
     DecisionType,
     MessageRole,
@@ -59,6 +60,7 @@ NAMED_ENUMS: dict[str, Any] = {
     "CompressionReason": CompressionReason,
     "ProviderRetryOutcome": ProviderRetryOutcome,
     "StateMessageType": StateMessageType,
+    "BranchKind": BranchKind,
     "HealthStatus": None,  # HealthOut.status: filled from app.api.schemas (no domain meaning)
 }
 

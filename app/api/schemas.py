@@ -64,6 +64,11 @@ class ErrorCode(enum.StrEnum):
     #: A run named another agent (assistant) than the one its thread is fixed to.
     AGENT_MISMATCH = "agent_mismatch"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    #: A checkpoint the thread does not have (unknown, pruned, or another thread's).
+    CHECKPOINT_NOT_FOUND = "checkpoint_not_found"
+    #: A run may fork a thread only from a turn boundary (before a run's input, its input
+    #: applied, or a run's end).
+    CHECKPOINT_NOT_FORKABLE = "checkpoint_not_forkable"
     #: ResumeRun: edited tool arguments do not fit the tool's argument schema (422).
     INVALID_TOOL_ARGUMENTS = "invalid_tool_arguments"
     RATE_LIMITED = "rate_limited"

@@ -6,10 +6,13 @@ characters), and every checkpoint row holds them several times (``channel_versio
 letter giving its digit count (``a1`` .. ``a9``, ``b10`` .. ``b99``, ...): versions still compare
 correctly as strings (LangGraph compares them with ``>``), and every such version sorts after
 every upstream one (those start with ``0``), so threads written before keep counting up.
-Upstream's random part tells apart two versions ``n`` made from the same parent (forks: state
-updates from an older checkpoint); Threadkeeper never forks (update_state is refused, a run starts
-from the latest checkpoint) and a checkpoint's blobs and row commit together, so a version
-number is never written twice with different content.
+Upstream's random part tells apart two versions ``n`` made from the same parent (forks). A run
+that forks a thread from an earlier checkpoint (issue 36: Edit, Regenerate) writes its versions
+with a tag of its own (``b12.k3x9q``, set by ``fork_tag`` for the run), carried on by the
+versions made from them, so the new branch never reuses a version number the replaced branch
+already wrote with other content; every other write continues its parent's numbering (a
+checkpoint's blobs and row commit together), so a version is never written twice with
+different content. The tag comes after the number: versions still compare by ``n``.
 
 Blobs. Every blob and write the serializer makes is deflated (zlib, raw) with a preset dictionary
 of LangChain message structure (``checkpoint_zdict_z1.bin``: serialized messages of each kind;
@@ -22,10 +25,13 @@ dictionary is part of the stored format: never change the file; a new one needs 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import string
 import zlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +43,24 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 _LETTERS = string.ascii_lowercase
 
 
+#: The version tag of the fork run in progress (None: not a fork), set around its graph stream.
+FORK_TAG: ContextVar[str | None] = ContextVar("threadkeeper_fork_tag", default=None)
+
+
+@contextlib.contextmanager
+def fork_tag(tag: str | None) -> Iterator[None]:
+    """Versions written inside carry ``tag`` (a fork run's, ``[0-9a-z]``); None changes nothing."""
+    token = FORK_TAG.set(tag)
+    try:
+        yield
+    finally:
+        FORK_TAG.reset(token)
+
+
 def next_version(current: str | int | None) -> str:
-    """The version after ``current`` (ours, upstream's string, an int, or None for the first)."""
+    """The version after ``current`` (ours, upstream's string, an int, or None for the first),
+    with the fork run's tag, else ``current``'s own."""
+    tag = ""
     if current is None:
         n = 0
     elif isinstance(current, int):
@@ -46,11 +68,13 @@ def next_version(current: str | int | None) -> str:
     elif current[:1].isdigit():  # upstream's "<n:032>.<random>"
         n = int(current.split(".")[0])
     else:
-        n = int(current[1:])
+        number, _, tag = current.partition(".")
+        n = int(number[1:])
+    tag = FORK_TAG.get() or tag
     digits = str(n + 1)
     if len(digits) > len(_LETTERS):
         raise OverflowError(f"channel version {digits} has more than 26 digits")
-    return _LETTERS[len(digits) - 1] + digits
+    return _LETTERS[len(digits) - 1] + digits + (f".{tag}" if tag else "")
 
 
 #: The ``z1`` dictionary and its digest (checked when first used: the file must never change).

@@ -39,7 +39,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from app.db import checkpoint_codec, checkpoint_delta
-from app.db.checkpoint_prune import has_deltas, keep_latest
+from app.db.checkpoint_prune import has_deltas, keep_latest, keep_turns
 from app.db.session import needs_ping
 
 log = structlog.get_logger(__name__)
@@ -344,6 +344,23 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
                 general.append(thread_id)
         if general:
             await super().aprune(general, strategy=strategy)
+
+    async def aprune_turns(self, thread_ids: Sequence[str]) -> None:
+        """Keep what a client branches from (turn boundaries, branch heads) and prune the steps
+        in between, one statement per thread (app/db/checkpoint_prune.py); a thread that
+        statement does not cover (another namespace, old checkpoints) keeps its latest only, as
+        before (upstream's prune, unless it has delta chains)."""
+        general = []
+        for thread_id in map(str, thread_ids):
+            async with self._cursor() as cur:
+                if await keep_turns(cur, thread_id):
+                    continue
+                if await has_deltas(cur, thread_id):
+                    log.warning("checkpoint_prune_skipped", thread_id=thread_id, reason="deltas")
+                    continue
+                general.append(thread_id)
+        if general:
+            await super().aprune(general, strategy="keep_latest")
 
 
 #: Serialized on the event loop when the values hold at most this many items and characters of

@@ -104,6 +104,8 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
     )
+    #: The current branch of the thread's chat (``thread_branches``; None: its first branch).
+    branch_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     #: The client's own JSON object (column ``metadata``; the name is reserved on declarative
     #: classes). ListThreads filters it by containment (``@>``, GIN index).
     meta: Mapped[dict[str, Any]] = mapped_column(
@@ -141,6 +143,8 @@ class Message(Base):
     run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     #: User messages: the run request they queued (its run answers them; runs carry request_id).
     request_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    #: The branch the message was written on (None: the thread's first branch).
+    branch_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (
@@ -153,6 +157,31 @@ class Message(Base):
             postgresql_where=text("lc_id IS NOT NULL"),
         ),
     )
+
+
+class ThreadBranch(Base):
+    """A branch of a thread's chat, made by a run from an earlier checkpoint (Edit: new input
+    there; Regenerate: the answer again). Its chat: the chat of ``parent_id`` (None: the
+    thread's first branch) up to message ``fork_seq`` (0: none of it), then its own messages.
+    Nothing is ever rewritten: the branch it replaced stays readable."""
+
+    __tablename__ = "thread_branches"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        "conversation_id", ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    fork_seq: Mapped[int] = mapped_column(BigInteger)
+    #: The checkpoint the branch's first run started from.
+    checkpoint_id: Mapped[str] = mapped_column(String(200))
+    #: ``edit`` (new input) or ``regenerate`` (no input: the answer again).
+    kind: Mapped[str] = mapped_column(String(20))
+    #: The run request that made it.
+    request_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (Index("ix_thread_branches_conversation", "conversation_id", "created_at"),)
 
 
 class AgentRunRequest(Base):

@@ -82,6 +82,19 @@ class NotFound(DomainError):
     code = "not_found"
 
 
+class CheckpointNotFound(DomainError):
+    """A checkpoint the thread does not have: unknown, pruned, or another thread's."""
+
+    code = "checkpoint_not_found"
+
+
+class CheckpointNotForkable(DomainError):
+    """A run forks a thread only from a turn boundary: before a run's input, its input
+    applied (what Regenerate re-runs), or a run's end."""
+
+    code = "checkpoint_not_forkable"
+
+
 class ThreadBusy(DomainError):
     """The thread has a running/interrupted run or queued input, or its lock is held."""
 

@@ -28,6 +28,8 @@ RunErrorCode = Literal[
 #: or queued (input waits and no run is active).
 ThreadStatus = Literal["idle", "running", "interrupted", "queued"]
 MessageRole = Literal["user", "assistant", "tool"]
+#: A branch of a thread's chat: its first, or one made by Edit or Regenerate (issue 36).
+BranchKind = Literal["first", "edit", "regenerate"]
 #: A run's ``status`` events: its statuses plus ``resumed`` (an interrupted run was answered).
 RunEventStatus = Literal["running", "interrupted", "resumed", "completed", "failed", "cancelled"]
 #: Why the model view was compressed: automatically (the threshold was reached, or the provider

@@ -32,6 +32,14 @@ class AgentStateSnapshot:
     created_at: str | None = None
     #: The state's other keys (a graph of the user's own keeps its own), as LangGraph holds them.
     values: dict[str, Any] = field(default_factory=dict)
+    #: The checkpoint's metadata (``source``: input | loop | update | fork, ``step``, ...).
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: LangGraph's ``PregelTask``s of the checkpoint (what runs next, their interrupts).
+    tasks: tuple[Any, ...] = ()
+
+    @property
+    def source(self) -> str | None:
+        return self.metadata.get("source")
 
 
 def _checkpoint_id(config: Any) -> str | None:
@@ -49,6 +57,8 @@ def _snapshot(state: StateSnapshot) -> AgentStateSnapshot:
         checkpoint_id=_checkpoint_id(state.config),
         parent_checkpoint_id=_checkpoint_id(state.parent_config),
         created_at=state.created_at,
+        metadata=dict(state.metadata or {}),
+        tasks=tuple(state.tasks or ()),
     )
 
 
@@ -71,6 +81,36 @@ class AgentStateRepository:
     async def get(self, thread_id: uuid.UUID | str) -> AgentStateSnapshot:
         """LangGraph's live view (saved writes of unfinished steps included)."""
         return _snapshot(await self.graph.aget_state(self.config(thread_id)))
+
+    async def history(
+        self, thread_id: uuid.UUID | str, *, limit: int, before: str | None = None
+    ) -> list[AgentStateSnapshot]:
+        """The thread's checkpoints newest first (every branch: LangGraph's order), at most
+        ``limit``, older than checkpoint ``before`` when given."""
+        until = self.at_config(thread_id, before) if before else None
+        return [
+            _snapshot(state)
+            async for state in self.graph.aget_state_history(
+                self.config(thread_id), limit=limit, before=until
+            )
+        ]
+
+    async def at(self, thread_id: uuid.UUID | str, checkpoint_id: str) -> AgentStateSnapshot | None:
+        """The state at one checkpoint of the thread (None: the thread has no such one)."""
+        state = await self.graph.aget_state(self.at_config(thread_id, checkpoint_id))
+        if state.created_at is None or _checkpoint_id(state.config) != checkpoint_id:
+            return None
+        return _snapshot(state)
+
+    @staticmethod
+    def at_config(thread_id: uuid.UUID | str, checkpoint_id: str) -> dict[str, Any]:
+        return {
+            "configurable": {
+                "thread_id": str(thread_id),
+                "checkpoint_ns": "",
+                "checkpoint_id": checkpoint_id,
+            }
+        }
 
     async def get_live_and_committed(
         self, thread_id: uuid.UUID | str
@@ -99,8 +139,13 @@ class AgentStateRepository:
         )
 
     async def prune_history(self, thread_id: uuid.UUID | str) -> None:
-        """Every update stores a full copy; keep only the latest checkpoint after a compression."""
+        """Every step stores a checkpoint: keep the turn boundaries and branch heads a client
+        can branch from (``aprune_turns``), else (another saver) only the latest."""
         checkpointer = self.graph.checkpointer
+        turns = getattr(checkpointer, "aprune_turns", None)
+        if turns is not None:
+            await turns([str(thread_id)])
+            return
         prune = getattr(checkpointer, "aprune", None)
         if prune is not None:
             await prune([str(thread_id)], strategy="keep_latest")

@@ -211,17 +211,24 @@ class ConversationRepository:
             raise NotFound(f"thread {thread_id} not found")
         return conv
 
-    async def allocate_message_seqs(self, thread_id: uuid.UUID, count: int) -> int:
-        """Reserve ``count`` consecutive message sequence numbers; returns the first."""
-        first = await self.session.scalar(
-            update(Conversation)
-            .where(Conversation.id == thread_id)
-            .values(next_message_seq=Conversation.next_message_seq + count, updated_at=func.now())
-            .returning(Conversation.next_message_seq - count)
-        )
-        if first is None:
+    async def allocate_message_seqs(
+        self, thread_id: uuid.UUID, count: int
+    ) -> tuple[int, uuid.UUID | None]:
+        """Reserve ``count`` consecutive message sequence numbers; returns the first, and the
+        thread's current branch (where new messages go)."""
+        row = (
+            await self.session.execute(
+                update(Conversation)
+                .where(Conversation.id == thread_id)
+                .values(
+                    next_message_seq=Conversation.next_message_seq + count, updated_at=func.now()
+                )
+                .returning(Conversation.next_message_seq - count, Conversation.branch_id)
+            )
+        ).first()
+        if row is None:
             raise NotFound(f"thread {thread_id} not found")
-        return int(first)
+        return int(row[0]), row[1]
 
     async def update(self, thread_id: uuid.UUID, **values: Any) -> Conversation:
         """Set columns (``title``, ``meta``) of a row the caller has locked; returns it fresh."""

@@ -59,7 +59,8 @@ conv AS (
         next_request_seq = c.next_request_seq + 1,
         updated_at = now()
     FROM locked WHERE c.id = locked.id AND NOT EXISTS (SELECT 1 FROM earlier)
-    RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq
+    RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq,
+        c.branch_id
 ),
 req AS (
     INSERT INTO agent_run_requests (
@@ -71,8 +72,9 @@ req AS (
     RETURNING id
 ),
 msg AS (
-    INSERT INTO messages (id, conversation_id, seq, role, content, lc_id, request_id)
-    SELECT :message_id, :thread_id, conv.message_seq, 'user', :content, :lc_id, :request_id
+    INSERT INTO messages (id, conversation_id, seq, role, content, lc_id, request_id, branch_id)
+    SELECT :message_id, :thread_id, conv.message_seq, 'user', :content, :lc_id, :request_id,
+        conv.branch_id
     FROM conv
     RETURNING seq
 )
@@ -86,6 +88,26 @@ FROM msg, req
 UNION ALL
 SELECT e.id, e.message_id, m.seq, e.idempotency_fingerprint, true, NULL
 FROM earlier e JOIN messages m ON m.id = e.message_id
+"""
+)
+
+
+# A run request without a new message (Regenerate: the run answers an earlier question again),
+# for a thread the caller has locked and found idle: the thread had nothing queued, so wake.
+_REQUEST_ONLY = text(
+    """
+WITH conv AS (
+    UPDATE conversations c SET next_request_seq = c.next_request_seq + 1, updated_at = now()
+    WHERE c.id = :thread_id
+    RETURNING c.next_request_seq - 1 AS request_seq
+),
+req AS (
+    INSERT INTO agent_run_requests (id, conversation_id, seq, payload, status)
+    SELECT :request_id, :thread_id, conv.request_seq, CAST(:payload AS jsonb), 'queued'
+    FROM conv
+    RETURNING id
+)
+SELECT req.id AS request_id, pg_notify(:work_channel, '') AS woke FROM req
 """
 )
 
@@ -198,6 +220,43 @@ class IntakeRepository:
                 if attempt == 2 or constraint_of(exc) != IDEMPOTENCY_KEY_INDEX:
                     raise
         raise AssertionError("unreachable")
+
+    async def accept_request_only(
+        self,
+        thread_id: uuid.UUID,
+        *,
+        message_id: uuid.UUID,
+        message_seq: int,
+        lc_id: str | None,
+        extra: Mapping[str, Any],
+    ) -> AcceptedRow:
+        """A queued run request answering the existing message ``message_id`` again (the
+        caller holds the thread's row lock, in its transaction)."""
+        request_id = uuid.uuid4()
+        payload = {**extra, "content": None, "message_id": str(message_id), "lc_id": lc_id}
+        row = (
+            await self.conn.execute(
+                _REQUEST_ONLY,
+                {
+                    "thread_id": thread_id,
+                    "request_id": request_id,
+                    "payload": json.dumps(payload),
+                    "work_channel": WORK_CHANNEL,
+                },
+            )
+        ).first()
+        if row is None:
+            raise NotFound(f"thread {thread_id} not found")
+        return AcceptedRow(request_id=row.request_id, message_id=message_id, seq=message_seq)
+
+    async def lc_id_taken(self, thread_id: uuid.UUID, lc_id: str) -> bool:
+        row = (
+            await self.conn.execute(
+                text("SELECT 1 FROM messages WHERE conversation_id = :id AND lc_id = :lc_id"),
+                {"id": thread_id, "lc_id": lc_id},
+            )
+        ).first()
+        return row is not None
 
     async def _accept(
         self,

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
+from app.repositories.branches import Lineage
 from app.repositories.conversations import ConversationRepository
 
 
@@ -54,7 +55,7 @@ class MessageRepository:
             fresh.append(m)
         if not fresh:
             return []
-        first = await self.conversations.allocate_message_seqs(thread_id, len(fresh))
+        first, branch_id = await self.conversations.allocate_message_seqs(thread_id, len(fresh))
         rows_out = [
             Message(
                 id=uuid.uuid4(),
@@ -68,6 +69,7 @@ class MessageRepository:
                 tool_name=m.tool_name,
                 run_id=m.run_id,
                 request_id=m.request_id,
+                branch_id=branch_id,
             )
             for i, m in enumerate(fresh)
         ]
@@ -91,13 +93,25 @@ class MessageRepository:
         return await self.session.get(Message, message_id)
 
     async def list(
-        self, thread_id: uuid.UUID, *, after_seq: int = 0, limit: int = 100
+        self,
+        thread_id: uuid.UUID,
+        *,
+        after_seq: int = 0,
+        limit: int = 100,
+        lineage: Lineage | None = None,
     ) -> Sequence[Message]:
-        return (
-            await self.session.scalars(
-                select(Message)
-                .where(Message.thread_id == thread_id, Message.seq > after_seq)
-                .order_by(Message.seq)
-                .limit(limit)
-            )
-        ).all()
+        """In order; only the chat of one branch when ``lineage`` is given (else every
+        branch's messages)."""
+        query = select(Message).where(Message.thread_id == thread_id, Message.seq > after_seq)
+        if lineage is not None:
+            query = query.where(lineage.where())
+        return (await self.session.scalars(query.order_by(Message.seq).limit(limit))).all()
+
+    async def by_lc_ids(self, thread_id: uuid.UUID, lc_ids: Sequence[str]) -> dict[str, Message]:
+        """The thread's messages with these LangChain ids (on any branch)."""
+        if not lc_ids:
+            return {}
+        rows = await self.session.scalars(
+            select(Message).where(Message.thread_id == thread_id, Message.lc_id.in_(list(lc_ids)))
+        )
+        return {m.lc_id: m for m in rows if m.lc_id}

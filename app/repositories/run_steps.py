@@ -58,16 +58,16 @@ seqs AS (
     UPDATE conversations c
     SET next_message_seq = c.next_message_seq + (SELECT count(*) FROM fresh), updated_at = now()
     FROM conv WHERE c.id = conv.id AND EXISTS (SELECT 1 FROM fresh)
-    RETURNING c.next_message_seq - (SELECT count(*) FROM fresh) AS first
+    RETURNING c.next_message_seq - (SELECT count(*) FROM fresh) AS first, c.branch_id
 ),
 stored AS (
     INSERT INTO messages (
         id, conversation_id, seq, role, content, lc_id, tool_calls, tool_call_id, tool_name,
-        run_id
+        run_id, branch_id
     )
     SELECT CAST(f.m->>'id' AS uuid), :thread_id, seqs.first + f.n - 1, f.m->>'role',
         f.m->>'content', f.m->>'lc_id', NULLIF(f.m->'tool_calls', 'null'::jsonb),
-        f.m->>'tool_call_id', f.m->>'tool_name', :run_id
+        f.m->>'tool_call_id', f.m->>'tool_name', :run_id, seqs.branch_id
     FROM fresh f, seqs
     RETURNING id, seq
 ),

@@ -14,8 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from app.agents.registry import AgentRegistry
 from app.db.session import autocommit
 from app.domain.errors import AgentMismatch, IdempotencyKeyReused, NotFound, ThreadBusy
+from app.repositories.branches import BranchRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.intake import AcceptedRow, IntakeRepository
+from app.services.forks import ForkAsk, fork_point
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,8 @@ class Accepted:
     request_id: uuid.UUID
     message_id: uuid.UUID
     seq: int
+    #: A fork: the branch it made the thread's current one.
+    branch_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,67 @@ class IntakeService:
             repo = IntakeRepository(await session.connection())
             row = await self._accept(repo, thread_id, owner_id, ask)
         return self._accepted(row)
+
+    async def fork(self, thread_id: uuid.UUID, owner_id: str, ask: ForkAsk) -> Accepted:
+        """A run from an earlier checkpoint (app/services/forks.py): under the row lock, only
+        on an idle thread (else ``thread_busy``, like any intake), the checkpoint checked, a new
+        branch made the thread's current one, then the run request (Edit: with its message,
+        written on the new branch) in the same transaction. The worker runs it from that
+        checkpoint; the replaced branch stays readable."""
+        if self.agents is None:
+            raise AssertionError("forking needs the agent registry")
+        async with autocommit(self.engine) as conn:
+            agent_id = await self._agent_for_run(
+                IntakeRepository(conn), thread_id, owner_id, ask.agent_id
+            )
+        self.agents.require_available(agent_id)
+        states = self.agents.state_of(agent_id)
+        async with AsyncSession(self.engine) as session, session.begin():
+            conversations = ConversationRepository(session)
+            await conversations.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            if await conversations.status(thread_id) != "idle":
+                raise ThreadBusy("the thread has a run or queued input; fork it when idle")
+            point = await fork_point(session, states, thread_id, ask)
+            head = (await states.get(thread_id)).checkpoint_id
+            branches = BranchRepository(session)
+            branch = await branches.fork(
+                thread_id,
+                parent_id=point.branch_id,
+                fork_seq=point.seq,
+                checkpoint_id=point.checkpoint_id,
+                kind=ask.kind,
+            )
+            branch_id = branch.id
+            fork = {
+                "checkpoint_id": point.checkpoint_id,
+                "branch_id": str(branch_id),
+                "tag": branch_id.hex[:8],
+                # The head it replaces (still the head until the fork's first checkpoint).
+                "head": head,
+            }
+            repo = IntakeRepository(await session.connection())
+            if point.question is not None:
+                row = await repo.accept_request_only(
+                    thread_id,
+                    message_id=point.question.id,
+                    message_seq=point.question.seq,
+                    lc_id=point.question.lc_id,
+                    extra={**ask.extra, "fork": fork},
+                )
+            else:
+                assert ask.content is not None
+                lc_id = ask.lc_id
+                if lc_id is not None and await repo.lc_id_taken(thread_id, lc_id):
+                    lc_id = None  # the replaced branch has it: the edit is a message of its own
+                row = await self._accept(
+                    repo,
+                    thread_id,
+                    owner_id,
+                    RunAsk(ask.content, lc_id=lc_id, extra={**ask.extra, "fork": fork}),
+                )
+            await branches.note_request(branch, row.request_id)
+        accepted = self._accepted(row)
+        return Accepted(accepted.request_id, accepted.message_id, accepted.seq, branch_id)
 
     async def _accept(
         self, repo: IntakeRepository, thread_id: uuid.UUID, owner_id: str, ask: RunAsk

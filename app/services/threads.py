@@ -20,6 +20,7 @@ from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.errors import AlreadyExists, NotFound, ThreadBusy, ValidationFailed
 from app.domain.states import ThreadStatus
 from app.repositories.agent_state import AgentStateRepository
+from app.repositories.branches import BranchRepository, lineage_of
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository, RunRequestRepository
@@ -43,27 +44,44 @@ def check_metadata(metadata: dict[str, Any]) -> None:
 MAX_HISTORY = 10_000
 
 
-async def chat_history(session: AsyncSession, thread_id: uuid.UUID) -> list[Message]:
-    """The history as a chat shows it (LangGraph's ``values.messages``): each run's input, then
-    what that run wrote, run after run. Input enters when its run starts: input still queued
-    (or withdrawn) is not there yet, and a run's answer comes before the input queued while it
-    ran (messages are numbered when written, so that input's number is the smaller)."""
-    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY)
-    asked = [m.request_id for m in rows if m.role == "user" and m.request_id is not None]
-    runs = await RunRepository(session).for_requests(asked)
-    #: Each run's place: the number of the input it answers.
-    input_seq = {
-        runs[m.request_id].id: m.seq
-        for m in rows
-        if m.role == "user" and m.request_id is not None and m.request_id in runs
+#: ``chat_history``'s default branch: the thread's current one.
+CURRENT: Any = object()
+
+
+async def chat_history(
+    session: AsyncSession, thread_id: uuid.UUID, branch_id: uuid.UUID | None = CURRENT
+) -> list[Message]:
+    """The chat of one branch (the current one unless told; None: the thread's first) as a chat
+    shows it (LangGraph's ``values.messages``): each run's input, then what that run wrote, run
+    after run. Input enters when its run starts: input still queued (or withdrawn) is not there
+    yet, and a run's answer comes before the input queued while it ran (messages are numbered
+    when written, so that input's number is the smaller). A question answered again
+    (Regenerate) is answered, on its branch, by that run."""
+    repo = BranchRepository(session)
+    branches = await repo.list(thread_id)
+    if branch_id is CURRENT:
+        branch_id = await repo.current(thread_id)
+    lineage = lineage_of(branches, branch_id)
+    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY, lineage=lineage)
+    on_path = {b for b, _ in lineage.steps}
+    again = {
+        b.fork_seq: b.request_id for b in branches if b.id in on_path and b.kind == "regenerate"
     }
+
+    def asked(m: Message) -> uuid.UUID | None:
+        return again.get(m.seq) or m.request_id if m.role == "user" else None
+
+    requests = [r for r in (asked(m) for m in rows) if r is not None]
+    runs = await RunRepository(session).for_requests(requests)
+    #: Each run's place: the number of the input it answers.
+    input_seq = {runs[r].id: m.seq for m in rows if (r := asked(m)) is not None and r in runs}
 
     def place(m: Message) -> tuple[int, int, int]:
         if m.role == "user":
             return (m.seq, 0, m.seq)
         return (input_seq.get(m.run_id, m.seq) if m.run_id else m.seq, 1, m.seq)
 
-    started = [m for m in rows if m.role != "user" or m.request_id is None or m.request_id in runs]
+    started = [m for m in rows if m.role != "user" or m.request_id is None or asked(m) in runs]
     return sorted(started, key=place)
 
 
@@ -221,12 +239,31 @@ class ThreadService:
             log.warning("thread_cleanup_failed", thread_id=str(thread_id), error=repr(exc))
 
     async def messages(
-        self, thread_id: uuid.UUID, owner_id: str, *, after_seq: int, limit: int
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        *,
+        after_seq: int,
+        limit: int,
+        branch_id: uuid.UUID | None = None,
     ) -> HistoryPage:
+        """One page of a branch's chat: the current branch's unless ``branch_id`` names one
+        (the thread's id names its first branch); nothing is ever rewritten, so a branch a
+        fork replaced stays readable."""
         async with self.sessions() as session:
-            await ConversationRepository(session).get_owned(thread_id, owner_id)
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+            branches = await BranchRepository(session).list(thread_id)
+            if branch_id is None:
+                branch_id = conv.branch_id
+            elif branch_id == thread_id:
+                branch_id = None
+            elif branch_id not in {b.id for b in branches}:
+                raise NotFound(f"thread {thread_id} has no branch {branch_id}")
             rows = await MessageRepository(session).list(
-                thread_id, after_seq=after_seq, limit=limit
+                thread_id,
+                after_seq=after_seq,
+                limit=limit,
+                lineage=lineage_of(branches, branch_id),
             )
             asked = [m.request_id for m in rows if m.request_id is not None]
             withdrawn = await RunRequestRepository(session).cancelled_among(asked)

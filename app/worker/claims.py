@@ -64,6 +64,26 @@ class ClaimedRun:
     #: After a completed run (the graph reached its end) there are none, and the look (a
     #: checkpoint read) is skipped.
     repair: bool = True
+    #: A run from an earlier checkpoint (issue 36): where it starts, and its version tag.
+    fork: ForkStart | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkStart:
+    checkpoint_id: str
+    #: The fork's channel-version tag (app/db/checkpoint_codec.py: no version reused).
+    tag: str
+    #: The thread's head when the fork was asked for: while it is still the head, the fork
+    #: wrote nothing yet (an outage retry starts it over from ``checkpoint_id``).
+    head: str | None = None
+
+
+def fork_of(payload: dict[str, Any]) -> ForkStart | None:
+    fork = payload.get("fork")
+    if not isinstance(fork, dict):
+        return None
+    head = fork.get("head")
+    return ForkStart(str(fork["checkpoint_id"]), str(fork["tag"]), str(head) if head else None)
 
 
 def human_of(graph_input: Any) -> HumanMessage | None:
@@ -151,14 +171,20 @@ class RunClaims:
                 if run is None:
                     return _LOST
                 payload = run.payload
-                human = HumanMessage(content=payload["content"], id=payload["lc_id"])
+                fork = fork_of(payload)
+                graph_input: Any = None  # Regenerate: the answer again from the checkpoint
+                if payload.get("content") is not None:
+                    human = HumanMessage(content=payload["content"], id=payload["lc_id"])
+                    graph_input = {"messages": [human]}
                 return ClaimedRun(
                     run.run_id,
                     picked.thread_id,
                     picked.owner_id,
-                    {"messages": [human]},
+                    graph_input,
                     picked.agent_id or DEFAULT_AGENT_ID,
-                    repair=picked.previous_status != "completed",
+                    # A fork starts from a turn boundary, never a dangling call.
+                    repair=fork is None and picked.previous_status != "completed",
+                    fork=fork,
                 )
         except IntegrityError:
             # Belt and braces: the partial unique index "one active run per thread" refused.

@@ -24,6 +24,7 @@ from app.agents.registry import AgentRegistry
 from app.compression.binding import bound
 from app.compression.messages import message_text
 from app.config import WorkerSettings
+from app.db.checkpoint_codec import fork_tag
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
 from app.db.run_events import DeltaEvent, ProviderRetryEvent, RunError
@@ -245,10 +246,18 @@ class RunExecutor:
         # across a database outage ridden out.
         context = AgentContext(owner_id=claimed.owner_id, thread_id=str(claimed.thread_id))
         retries = 0
+        # A fork starts from its checkpoint; a retry after an outage continues from the head,
+        # which its first attempt made the fork's (LangGraph's latest checkpoint).
+        start = claimed.fork.checkpoint_id if claimed.fork is not None else None
         while True:
             try:
-                with bound(run.runtime.binding(claimed.owner_id)):
-                    interrupt = await self._stream_run(claimed, run.runtime, graph_input, context)
+                with (
+                    bound(run.runtime.binding(claimed.owner_id)),
+                    fork_tag(claimed.fork.tag if claimed.fork is not None else None),
+                ):
+                    interrupt = await self._stream_run(
+                        claimed, run.runtime, graph_input, context, start
+                    )
                 return interrupt, retries
             except (LeaseLost, HandedOff):
                 raise
@@ -262,10 +271,25 @@ class RunExecutor:
                     retry=retries,
                     error=type(exc).__name__,
                 )
+                if start is not None and not await self._fork_started(claimed, run.state):
+                    continue  # the fork wrote nothing yet: start it over, same input
+                start = None
                 point = await self._after_outage(claimed, waiting, run.state)
             if not point.again:
                 return point.interrupt, retries
             graph_input = point.graph_input
+
+    async def _fork_started(self, claimed: ClaimedRun, state: AgentStateRepository) -> bool:
+        """Whether a fork run's first checkpoint was written (the head moved from the one it
+        replaces); waits out the outage like ``_after_outage``."""
+        assert claimed.fork is not None
+        try:
+            snapshot, _ = await self.outage.snapshot(claimed.run_id, claimed.thread_id, state)
+        except LeaseLost:
+            raise
+        except Exception as still:
+            raise self._failed(claimed, still, None) from still
+        return snapshot.checkpoint_id != claimed.fork.head
 
     async def _after_outage(
         self, claimed: ClaimedRun, waiting: frozenset[str], state: AgentStateRepository
@@ -304,9 +328,20 @@ class RunExecutor:
         runtime: AgentRuntime,
         graph_input: Any,
         context: AgentContext,
+        start: str | None = None,
     ) -> dict[str, Any] | None:
-        """Stream the graph, persisting messages and events; the pending interrupt, if any."""
+        """Stream the graph (from checkpoint ``start`` when given: a fork), persisting messages
+        and events; the pending interrupt, if any."""
         config = runtime.config_for(claimed.thread_id)
+        if start is not None:
+            config = {
+                **config,
+                "configurable": {
+                    **config.get("configurable", {}),
+                    "checkpoint_ns": "",
+                    "checkpoint_id": start,
+                },
+            }
         interrupt: dict[str, Any] | None = None
         deltas = DeltaBuffer(
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars

@@ -67,3 +67,34 @@ async def test_js_sdk_core_flow(app_factory: AppFactory, js_sdk: Path) -> None:
     # Newest first: the thread created with graphId, then the one whose run chose the agent.
     assert got["found"] == [got["chosen_id"], got["thread_id"]]
     assert got["run_status"] == "success"
+
+
+async def test_js_sdk_refresh_and_edit_as_agent_chat_ui_sends_them(
+    app_factory: AppFactory, js_sdk: Path
+) -> None:
+    """Issue 36: the JS SDK's Refresh (no input) and Edit from the parent checkpoint of where
+    a message first appeared (``time_travel.mjs``)."""
+    async with app_factory() as h, serve_in_loop(h.app) as url:
+        await add_doc(h)
+        node = shutil.which("node")
+        assert node is not None
+        proc = await asyncio.create_subprocess_exec(
+            node,
+            "time_travel.mjs",
+            cwd=js_sdk,
+            env={"TK_URL": url, "TK_KEY": API_KEY, "PATH": str(Path(node).parent)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, err.decode()
+        got = json.loads(out.decode().strip().splitlines()[-1])
+    before, refreshed, edited = got["before"], got["refreshed"], got["edited"]
+    upto_q2 = before[: before.index("q2") + 1]
+    # Refresh replaced the last answer; Edit replaced q2 and everything after it.
+    assert refreshed[: len(upto_q2)] == upto_q2 and refreshed[-1] != before[-1]
+    assert before[-1] not in refreshed
+    assert edited[: edited.index("q2-edit")] == before[: before.index("q2")]
+    assert "q2" not in edited and got["after"] == edited
+    assert got["old"] == before  # the replaced branch, read at its checkpoint
+    assert got["forks"] == 2  # the branch switcher's two fork points

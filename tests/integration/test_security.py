@@ -59,7 +59,8 @@ async def test_every_v1_operation_rejects_missing_and_wrong_keys(app_factory: Ap
         assert served == {(m, p) for m, p, _ in ops}
         # issue 14: GetRequest, CancelRequest, WaitRun, UpdateThread; issue 19: ListAgents,
         # GetAgent, ListDocuments, DeleteDocument; issue 21: WaitRequest, CreateStreamToken
-        assert len(ops) == 26
+        # issue 36: ListBranches, RegenerateAnswer, EditMessage
+        assert len(ops) == 29
 
         for method, path, op in ops:
             # StreamRunEvents also takes a run-scoped stream token (tests/.../test_stream_token.py).

@@ -92,6 +92,7 @@ PARAMS = {
     "kb": "default",
     "agent_id": "default",
     "document_id": str(uuid.uuid4()),
+    "message_id": str(uuid.uuid4()),
 }
 #: A valid body per operation that takes one.
 BODIES: dict[str, Any] = {
@@ -100,6 +101,7 @@ BODIES: dict[str, Any] = {
     "PostMessage": {"content": "hi"},
     "ResumeRun": {"decisions": [{"type": "approve"}]},
     "AddDocument": {"title": "t", "content": "some text"},
+    "EditMessage": {"content": "edited"},
 }
 
 

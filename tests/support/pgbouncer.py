@@ -110,4 +110,3 @@ def route_env(route: Mapping[str, str], database_url: str) -> dict[str, str]:
     env = {"DATABASE_URL": route.get("database_url", database_url)}
     env.update({f"THREADKEEPER_{k.upper()}": v for k, v in route.items() if k != "database_url"})
     return env
-

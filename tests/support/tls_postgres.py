@@ -71,7 +71,9 @@ def _certificates(d: Path) -> None:
             "-keyout", f"{ca}.key", "-out", f"{ca}.crt", cwd=d,
         )  # fmt: skip
     for name, subject in (("server", f"/CN={CERT_HOST}"), ("client", "/CN=certuser")):
-        _openssl("req", *ec, "-subj", subject, "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
+        _openssl(
+            "req", *ec, "-subj", subject, "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d
+        )
         ext = d / f"{name}.ext"
         ext.write_text(f"subjectAltName=DNS:{CERT_HOST}\n" if name == "server" else "")
         _openssl(
@@ -97,7 +99,16 @@ def tls_postgres() -> Iterator[TlsCluster]:
     try:
         _certificates(d)
         run_as_server_user(
-            [postgres_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+            [
+                postgres_bin("initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ]
         )
         with (data / "postgresql.conf").open("a") as conf:
             conf.write(
@@ -125,8 +136,6 @@ def tls_postgres() -> Iterator[TlsCluster]:
             )  # fmt: skip
             yield TlsCluster(port=port, dir=d)
         finally:
-            run_as_server_user(
-                [postgres_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
-            )
+            run_as_server_user([postgres_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"])
     finally:
         shutil.rmtree(d, ignore_errors=True)

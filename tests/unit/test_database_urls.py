@@ -96,12 +96,18 @@ def test_verify_ca_verifies_the_ca_only_and_require_with_a_root_cert_does_too(
 
 
 def test_disable_and_prefer() -> None:
-    assert parse("postgresql://db/app?sslmode=disable").asyncpg_kwargs(
-        application_name="x", timeout=1
-    )["ssl"] is False
-    assert parse("postgresql://db/app?sslmode=prefer").asyncpg_kwargs(
-        application_name="x", timeout=1
-    )["ssl"] == "prefer"
+    assert (
+        parse("postgresql://db/app?sslmode=disable").asyncpg_kwargs(
+            application_name="x", timeout=1
+        )["ssl"]
+        is False
+    )
+    assert (
+        parse("postgresql://db/app?sslmode=prefer").asyncpg_kwargs(application_name="x", timeout=1)[
+            "ssl"
+        ]
+        == "prefer"
+    )
 
 
 @pytest.mark.parametrize(

@@ -248,9 +248,16 @@ class ThreadController(Controller):
         thread_service: NamedDependency[ThreadService],
         after_seq: Annotated[int, Parameter(ge=0, le=MAX_CURSOR)] = 0,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 200,
+        branch_id: Annotated[
+            uuid.UUID | None,
+            Parameter(
+                description="The branch to read (ListBranches; the thread's id is its first "
+                "branch). Default: the current one."
+            ),
+        ] = None,
     ) -> MessagePage:
         history = await thread_service.messages(
-            thread_id, principal, after_seq=after_seq, limit=limit + 1
+            thread_id, principal, after_seq=after_seq, limit=limit + 1, branch_id=branch_id
         )
         rows, withdrawn = history.messages, history.withdrawn_requests
         page = list(rows[:limit])

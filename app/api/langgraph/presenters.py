@@ -13,7 +13,7 @@ from app.db.models import AgentRun, Message
 from app.db.run_events import hitl_request
 from app.services.context_compression import CompressionReport
 from app.services.langgraph.runs import LangGraphRun
-from app.services.langgraph.threads import StateRecord, ThreadRecord
+from app.services.langgraph.threads import PastState, StateRecord, ThreadRecord
 
 from .responses import (
     AIMessageOut,
@@ -131,9 +131,54 @@ def checkpoint_out(thread_id: str, checkpoint_id: str | None) -> CheckpointOut:
     return CheckpointOut(thread_id=thread_id, checkpoint_ns="", checkpoint_id=checkpoint_id)
 
 
-def state_out(record: StateRecord) -> ThreadStateOut:
+def task_out(task: Any) -> TaskOut:
+    """A LangGraph ``PregelTask`` as the Agent Server API shows it."""
+    error = getattr(task, "error", None)
+    return TaskOut(
+        id=str(task.id),
+        name=str(task.name),
+        path=[str(p) for p in getattr(task, "path", ()) or ()],
+        error=None if error is None else repr(error),
+        interrupts=[
+            InterruptOut(value=getattr(i, "value", None), id=str(getattr(i, "id", "")))
+            for i in getattr(task, "interrupts", ()) or ()
+        ],
+    )
+
+
+def past_state_out(record: PastState) -> ThreadStateOut:
+    """An earlier checkpoint's state (the head's is the thread's state, with Threadkeeper's
+    extras): its values with the chat as it stood there, LangGraph's own next and tasks."""
+    tid, snapshot = str(record.conversation.id), record.snapshot
+    tasks = [task_out(t) for t in snapshot.tasks]
+    # No ``threadkeeper`` key: Threadkeeper's view is the head's (the document names it).
+    values = cast(StateValuesOut, {**snapshot.values, "messages": messages_out(list(record.chat))})
+    return ThreadStateOut(
+        values=values,
+        next=list(snapshot.next),
+        tasks=tasks,
+        checkpoint=checkpoint_out(tid, snapshot.checkpoint_id),
+        parent_checkpoint=(
+            checkpoint_out(tid, snapshot.parent_checkpoint_id)
+            if snapshot.parent_checkpoint_id
+            else None
+        ),
+        metadata={
+            **record.metadata,
+            "source": snapshot.source,
+            "step": snapshot.metadata.get("step"),
+            "parents": snapshot.metadata.get("parents") or {},
+        },
+        created_at=snapshot.created_at,
+        interrupts=[i for t in tasks for i in t.interrupts],
+    )
+
+
+def state_out(record: StateRecord | PastState) -> ThreadStateOut:
     """The head state: ``values.messages`` is the FULL history (what a chat UI shows); the
     model's compressed view and the context pressure are under ``values.threadkeeper``."""
+    if isinstance(record, PastState):
+        return past_state_out(record)
     tid, view, snapshot = str(record.conversation.id), record.view, record.snapshot
     interrupts = run_interrupts(record.interrupted)
     # The node(s) waiting on the interrupt, as the thread's own graph names them.

@@ -66,6 +66,9 @@ def run_input(data: RunCreateIn) -> RunInput:
         if data.input:
             raise ValidationFailed("send either input or command.resume", field="input")
         return RunInput(text=None, message_id=None, resume=data.command.resume, **common)
+    if not data.input and checkpoint_id is not None:
+        # Regenerate (Agent Chat UI's Refresh): the answer again from that checkpoint.
+        return RunInput(text=None, message_id=None, regenerate=True, **common)
     try:
         parsed = msgspec.convert(data.input or {}, RunInputIn)
     except msgspec.ValidationError as exc:

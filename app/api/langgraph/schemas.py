@@ -66,6 +66,8 @@ class ThreadCountIn(Body):
 
 class HistoryIn(Body):
     limit: Limit = 10
+    #: Only states older than this checkpoint (its id, or ``{checkpoint_id}``): the next page.
+    before: str | CheckpointIn | None = None
 
 
 class TextBlock(msgspec.Struct, kw_only=True):
@@ -129,3 +131,10 @@ class RunCreateIn(Body):
     interrupt_before: Any = None
     interrupt_after: Any = None
     after_seconds: Any = None
+
+
+class StateAtIn(Body):
+    """``POST /threads/{id}/state/checkpoint``: the state at ``checkpoint``."""
+
+    checkpoint: CheckpointIn
+    subgraphs: bool = False

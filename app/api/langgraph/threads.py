@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
+from litestar.params import Parameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
 from app.api.error_declarations import errors
 from app.api.langgraph.presenters import compress_out, state_out, thread_out
 from app.api.langgraph.responses import CompressOut, ThreadOut, ThreadStateOut
 from app.api.langgraph.schemas import (
+    CheckpointIn,
     HistoryIn,
+    StateAtIn,
     ThreadCountIn,
     ThreadCreateIn,
     ThreadPatchIn,
@@ -21,6 +25,7 @@ from app.api.langgraph.schemas import (
 from app.domain.errors import (
     AgentMismatch,
     AlreadyExists,
+    CheckpointNotFound,
     NotFound,
     NothingToCompress,
     NotImplementedHere,
@@ -142,7 +147,7 @@ class LangGraphThreadController(Controller):
     @get(
         "/{thread_id:uuid}/state/{checkpoint_id:str}",
         operation_id="GetThreadStateAt",
-        responses=errors(NotFound, NotImplementedHere),
+        responses=errors(NotFound, CheckpointNotFound),
     )
     async def get_state_at(
         self,
@@ -151,6 +156,25 @@ class LangGraphThreadController(Controller):
         principal: NamedDependency[str],
         lg_threads: NamedDependency[LangGraphThreadService],
     ) -> ThreadStateOut:
+        return state_out(await lg_threads.state_at(thread_id, principal, checkpoint_id))
+
+    @post(
+        "/{thread_id:uuid}/state/checkpoint",
+        operation_id="GetThreadStateAtCheckpoint",
+        status_code=HTTP_200_OK,
+        responses=errors(NotFound, CheckpointNotFound),
+    )
+    async def get_state_at_checkpoint(
+        self,
+        thread_id: uuid.UUID,
+        data: StateAtIn,
+        principal: NamedDependency[str],
+        lg_threads: NamedDependency[LangGraphThreadService],
+    ) -> ThreadStateOut:
+        """``threads.get_state(thread, checkpoint={...})``: the state at that checkpoint."""
+        checkpoint_id = data.checkpoint.checkpoint_id
+        if not checkpoint_id:
+            return state_out(await lg_threads.state(thread_id, principal))
         return state_out(await lg_threads.state_at(thread_id, principal, checkpoint_id))
 
     @post(
@@ -181,9 +205,14 @@ class LangGraphThreadController(Controller):
         lg_threads: NamedDependency[LangGraphThreadService],
         data: HistoryIn | None = None,
     ) -> list[ThreadStateOut]:
-        """The head state only: Threadkeeper keeps one checkpoint per thread's turn boundary and
-        does not branch from older ones."""
-        return [state_out(await lg_threads.state(thread_id, principal))]
+        """The states a client can branch from, newest first: every turn boundary (before a
+        run's input, the input applied, the run's end) and every branch's head."""
+        query = data or HistoryIn()
+        before = query.before
+        if isinstance(before, CheckpointIn):
+            before = before.checkpoint_id
+        states = await lg_threads.history(thread_id, principal, limit=query.limit, before=before)
+        return [state_out(s) for s in states]
 
     @get(
         "/{thread_id:uuid}/history", operation_id="GetThreadHistoryGet", responses=errors(NotFound)
@@ -193,8 +222,11 @@ class LangGraphThreadController(Controller):
         thread_id: uuid.UUID,
         principal: NamedDependency[str],
         lg_threads: NamedDependency[LangGraphThreadService],
+        limit: Annotated[int, Parameter(ge=1, le=1000)] = 10,
+        before: str | None = None,
     ) -> list[ThreadStateOut]:
-        return [state_out(await lg_threads.state(thread_id, principal))]
+        states = await lg_threads.history(thread_id, principal, limit=limit, before=before)
+        return [state_out(s) for s in states]
 
     @post(
         "/{thread_id:uuid}/context/compress",

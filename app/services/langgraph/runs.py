@@ -24,6 +24,7 @@ from app.domain.errors import (
 from app.repositories.conversations import ConversationRepository
 from app.repositories.run_events import RunEventRepository
 from app.repositories.runs import RunRepository, RunRequestRepository
+from app.services.forks import ForkAsk
 from app.services.intake import IntakeService, RunAsk
 from app.services.langgraph.assistants import find_agent
 from app.services.langgraph.statuses import LangGraphRunStatus, agent_run_status, run_status
@@ -46,6 +47,8 @@ class RunInput:
     checkpoint_id: str | None = None
     #: The stream modes the run was created with (a join stream without modes replays these).
     stream_modes: tuple[str, ...] = ()
+    #: No input, from ``checkpoint_id``: the answer there again (a fork).
+    regenerate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +162,24 @@ class LangGraphRunService:
         ``command.resume`` through /v1's resume."""
         agent = find_agent(self.agents, ask.assistant_id)
         await self._ensure_thread(thread_id, owner_id, ask.if_not_exists)
+        extra = {"stream_mode": list(ask.stream_modes)} if ask.stream_modes else {}
         if ask.checkpoint_id is not None:
             head = await self.threads.head_checkpoint_id(thread_id)
-            if head is not None and ask.checkpoint_id != head:
-                raise NotImplementedHere(
-                    "branching from an older checkpoint is not supported: run on the head"
+            if ask.regenerate or ask.checkpoint_id != head:
+                if ask.resume is not None:
+                    raise NotImplementedHere(
+                        "a resume answers the head's interrupt: name no checkpoint"
+                    )
+                # A run from an earlier checkpoint forks the thread (Edit, Regenerate).
+                fork = ForkAsk(
+                    ask.checkpoint_id,
+                    ask.text,
+                    agent_id=agent.id,
+                    lc_id=ask.message_id,
+                    extra=extra,
                 )
+                accepted = await self.intake.fork(thread_id, owner_id, fork)
+                return await self.get(thread_id, accepted.request_id, owner_id)
         if ask.text is None:
             return await self._resume(thread_id, owner_id, agent.id, ask.resume)
         accepted = await self.intake.post_run(
@@ -175,7 +190,7 @@ class LangGraphRunService:
                 agent_id=agent.id,
                 lc_id=ask.message_id,
                 only_if_idle=ask.multitask_strategy == "reject",
-                extra={"stream_mode": list(ask.stream_modes)} if ask.stream_modes else {},
+                extra=extra,
             ),
         )
         return await self.get(thread_id, accepted.request_id, owner_id)

@@ -14,14 +14,17 @@ from app.agents.registry import AgentRegistry
 from app.db.models import AgentRun, Conversation, Message, RunStatus
 from app.domain.errors import (
     AgentMismatch,
+    CheckpointNotFound,
     NotImplementedHere,
     ValidationFailed,
 )
 from app.repositories.agent_state import AgentStateRepository, AgentStateSnapshot
+from app.repositories.branches import BranchRepository
 from app.repositories.conversations import ConversationRepository, StatusFilter
 from app.repositories.messages import MessageRepository
 from app.repositories.runs import RunRepository
 from app.services.agent_state import AgentStateService, StateView
+from app.services.langgraph.history import chat_at
 from app.services.langgraph.statuses import LangGraphThreadStatus, thread_status
 from app.services.threads import ThreadService, chat_history
 
@@ -65,6 +68,28 @@ async def langgraph_statuses(
     return {t: thread_status(s, t in failed) for t, s in views.items()}
 
 
+async def chats_at(
+    session: AsyncSession, thread_id: uuid.UUID, snapshots: Sequence[AgentStateSnapshot]
+) -> list[list[Message]]:
+    """Per checkpoint, the chat as it stood there: the chat of the branch its last message
+    (found in PostgreSQL) was written on, up to that message."""
+    ids = {str(m.id) for s in snapshots for m in s.messages if m.id}
+    found = await MessageRepository(session).by_lc_ids(thread_id, sorted(ids))
+    chats: dict[uuid.UUID | None, list[Message]] = {}
+    out: list[list[Message]] = []
+    for snapshot in snapshots:
+        last = next(
+            (found[str(m.id)] for m in reversed(snapshot.messages) if str(m.id) in found), None
+        )
+        if last is None:
+            out.append([])
+            continue
+        if last.branch_id not in chats:
+            chats[last.branch_id] = await chat_history(session, thread_id, last.branch_id)
+        out.append(chat_at(chats[last.branch_id], snapshot))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadSearch:
     metadata: dict[str, Any] | None = None
@@ -84,6 +109,19 @@ class ThreadRecord:
     messages: list[Message]
     #: The run waiting for approval (status ``interrupted``).
     interrupted: AgentRun | None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return thread_metadata(self.conversation)
+
+
+@dataclass(frozen=True, slots=True)
+class PastState:
+    """An earlier checkpoint's state: its values with the chat as it stood there."""
+
+    conversation: Conversation
+    snapshot: AgentStateSnapshot
+    chat: list[Message]
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -204,12 +242,42 @@ class LangGraphThreadService:
 
     async def state_at(
         self, thread_id: uuid.UUID, owner_id: str, checkpoint_id: str
-    ) -> StateRecord:
-        """Only the head checkpoint is served: older ones are not kept as branches."""
-        state = await self.state(thread_id, owner_id)
-        if state.snapshot.checkpoint_id != checkpoint_id:
-            raise NotImplementedHere("only the head checkpoint's state is served (no time travel)")
-        return state
+    ) -> StateRecord | PastState:
+        """The state at one of the thread's checkpoints (the head's is ``state``); 404
+        ``checkpoint_not_found`` for one the thread does not have."""
+        async with self.sessions() as session:
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+        states = self.agents.state_of(conv.agent_id)
+        snapshot = await states.at(thread_id, checkpoint_id)
+        if snapshot is None:
+            raise CheckpointNotFound(f"thread {thread_id} has no checkpoint {checkpoint_id!r}")
+        head = await states.get(thread_id)
+        if head.checkpoint_id == checkpoint_id:
+            return await self.state(thread_id, owner_id)
+        async with self.sessions() as session:
+            (chat,) = await chats_at(session, thread_id, [snapshot])
+        return PastState(conv, snapshot, chat)
+
+    async def history(
+        self, thread_id: uuid.UUID, owner_id: str, *, limit: int, before: str | None = None
+    ) -> list[StateRecord | PastState]:
+        """The thread's checkpoints newest first (every branch, as LangGraph lists them), each
+        with the chat as it stood there; the head is the thread's state."""
+        async with self.sessions() as session:
+            conv = await ConversationRepository(session).get_owned(thread_id, owner_id)
+        snapshots = await self.agents.state_of(conv.agent_id).history(
+            thread_id, limit=limit, before=before
+        )
+        head = await self.state(thread_id, owner_id) if before is None and snapshots else None
+        async with self.sessions() as session:
+            chats = await chats_at(session, thread_id, snapshots)
+        out: list[StateRecord | PastState] = []
+        for snapshot, chat in zip(snapshots, chats, strict=True):
+            if head is not None and snapshot.checkpoint_id == head.snapshot.checkpoint_id:
+                out.append(head)
+            else:
+                out.append(PastState(conv, snapshot, chat))
+        return out
 
     async def head_checkpoint_id(self, thread_id: uuid.UUID) -> str | None:
         return (await AgentStateRepository(self.agents.state_graph).get(thread_id)).checkpoint_id
@@ -237,6 +305,12 @@ class LangGraphThreadService:
         else:
             opening = await MessageRepository(session).first_of_threads(ids)
             shown = {t: [m] for t, m in opening.items()}
+            for c in rows:  # a forked thread opens with its current branch's first message
+                if c.branch_id is not None:
+                    lineage = await BranchRepository(session).lineage(c.id, c.branch_id)
+                    shown[c.id] = list(
+                        await MessageRepository(session).list(c.id, limit=1, lineage=lineage)
+                    )
         return [
             ThreadRecord(
                 c,

@@ -180,8 +180,41 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {("first" | "edit" | "regenerate")} BranchKind
+ */
+
+/**
+ * @typedef {Object} BranchOut
+ * @property {string} id uuid
+ * @property {(string | null)} parent_id uuid
+ * @property {number} fork_seq
+ * @property {BranchKind} kind
+ * @property {(string | null)} checkpoint_id
+ * @property {boolean} current
+ * @property {(string | null)} created_at date-time
+ */
+
+/**
+ * @typedef {Object} BranchPage
+ * @property {Array<BranchOut>} items
+ */
+
+/**
  * @typedef {Object} Capabilities
  * @property {ManualCompression} manual_compression
+ */
+
+/**
+ * The `error` codes CheckpointNotForkableError carries: `checkpoint_not_forkable`: checkpoint_not_forkable.
+ * @typedef {("checkpoint_not_forkable")} CheckpointNotForkableCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `checkpoint_not_forkable`.
+ * @typedef {Object} CheckpointNotForkableError
+ * @property {CheckpointNotForkableCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
  */
 
 /**
@@ -317,6 +350,11 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} EditMessageIn
+ * @property {string} content length 1..200000
+ */
+
+/**
  * @typedef {Object} EditedAction
  * @property {Record<string, any>} args
  * @property {(string | null)} [name]
@@ -331,13 +369,21 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "checkpoint_not_found" | "checkpoint_not_forkable" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
  * @typedef {Object} FieldError
  * @property {string} field
  * @property {string} message
+ */
+
+/**
+ * @typedef {Object} ForkOut
+ * @property {string} request_id uuid
+ * @property {string} message_id uuid
+ * @property {string} branch_id uuid
+ * @property {"queued"} status default "queued"
  */
 
 /**
@@ -480,6 +526,19 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * The `error` codes NotFoundOrCheckpointNotFoundError carries: `not_found`: no such resource for this principal / `checkpoint_not_found`: checkpoint_not_found.
+ * @typedef {("not_found" | "checkpoint_not_found")} NotFoundOrCheckpointNotFoundCode
+ */
+
+/**
+ * An ErrorBody whose `error` is `not_found` or `checkpoint_not_found`.
+ * @typedef {Object} NotFoundOrCheckpointNotFoundError
+ * @property {NotFoundOrCheckpointNotFoundCode} error
+ * @property {string} detail
+ * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
  * The `error` codes NothingToCompressOrNotSupportedError carries: `nothing_to_compress`: nothing could be offloaded or summarized / `not_supported`: the thread's agent does not declare the capability this needs.
  * @typedef {("nothing_to_compress" | "not_supported")} NothingToCompressOrNotSupportedCode
  */
@@ -566,6 +625,11 @@ async function request(config, op, args, options) {
  * @property {RateLimitedOrTooManyStreamsCode} error
  * @property {string} detail
  * @property {(Array<FieldError> | null)} fields
+ */
+
+/**
+ * @typedef {Object} RegenerateIn
+ * @property {(string | null)} [message_id] uuid
  */
 
 /**
@@ -1055,6 +1119,32 @@ export function deleteThread(config, args = {}, options = {}) {
 }
 
 /**
+ * EditMessage: POST /v1/threads/{thread_id}/messages/{message_id}/edit (202)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, message_id: string, body: EditMessageIn}} args
+ *   - thread_id: uuid
+ *   - message_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<ForkOut>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized / invalid_token
+ * @throws {ApiError} 404 not_found / checkpoint_not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy / agent_unavailable
+ * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 422 checkpoint_not_forkable
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
+ */
+export function editMessage(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/messages/{message_id}/edit", "pathParams": ["thread_id", "message_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
+}
+
+/**
  * GetAgent: GET /v1/agents/{agent_id} (200)
  *
  * @param {ClientConfig} config
@@ -1204,6 +1294,28 @@ export function listAgents(config, args = {}, options = {}) {
 }
 
 /**
+ * ListBranches: GET /v1/threads/{thread_id}/branches (200)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<BranchPage>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized / invalid_token
+ * @throws {ApiError} 404 not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
+ */
+export function listBranches(config, args = {}, options = {}) {
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/branches", "pathParams": ["thread_id"], "queryParams": [], "hasBody": false, "auth": true}, args, options);
+}
+
+/**
  * ListDocuments: GET /v1/knowledge-bases/{kb}/documents (200)
  *
  * @param {ClientConfig} config
@@ -1229,10 +1341,11 @@ export function listDocuments(config, args = {}, options = {}) {
  * ListMessages: GET /v1/threads/{thread_id}/messages (200)
  *
  * @param {ClientConfig} config
- * @param {{thread_id: string, after_seq?: number, limit?: number}} args
+ * @param {{thread_id: string, after_seq?: number, limit?: number, branch_id?: (string | null)}} args
  *   - thread_id: uuid
  *   - after_seq: 0..9007199254740991; default 0
  *   - limit: 1..1000; default 200
+ *   - branch_id: The branch to read (ListBranches; the thread's id is its first branch). Default: the current one. (uuid)
  * @param {RequestOptions} [options]
  * @returns {Promise<MessagePage>}
  * @throws {ApiError} 400 validation_error
@@ -1246,7 +1359,7 @@ export function listDocuments(config, args = {}, options = {}) {
  * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
  */
 export function listMessages(config, args = {}, options = {}) {
-  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit"], "hasBody": false, "auth": true}, args, options);
+  return request(config, {"method": "GET", "path": "/v1/threads/{thread_id}/messages", "pathParams": ["thread_id"], "queryParams": ["after_seq", "limit", "branch_id"], "hasBody": false, "auth": true}, args, options);
 }
 
 /**
@@ -1359,6 +1472,31 @@ export function readWorkdirFile(config, args = {}, options = {}) {
  */
 export function ready(config, args = {}, options = {}) {
   return request(config, {"method": "GET", "path": "/ready", "pathParams": [], "queryParams": [], "hasBody": false, "auth": false}, args, options);
+}
+
+/**
+ * RegenerateAnswer: POST /v1/threads/{thread_id}/regenerate (202)
+ *
+ * @param {ClientConfig} config
+ * @param {{thread_id: string, body: (RegenerateIn | null)}} args
+ *   - thread_id: uuid
+ * @param {RequestOptions} [options]
+ * @returns {Promise<ForkOut>}
+ * @throws {ApiError} 400 validation_error
+ * @throws {ApiError} 401 unauthorized / invalid_token
+ * @throws {ApiError} 404 not_found / checkpoint_not_found
+ * @throws {ApiError} 405 method_not_allowed
+ * @throws {ApiError} 408 request_timeout
+ * @throws {ApiError} 409 thread_busy / agent_unavailable
+ * @throws {ApiError} 413 payload_too_large
+ * @throws {ApiError} 422 checkpoint_not_forkable
+ * @throws {ApiError} 429 rate_limited
+ * @throws {ApiError} 431 request_header_too_large
+ * @throws {ApiError} 500 internal_error
+ * @throws {ApiError} 503 database_unavailable / database_not_migrated / identity_provider_unavailable
+ */
+export function regenerateAnswer(config, args = {}, options = {}) {
+  return request(config, {"method": "POST", "path": "/v1/threads/{thread_id}/regenerate", "pathParams": ["thread_id"], "queryParams": [], "hasBody": true, "auth": true}, args, options);
 }
 
 /**
@@ -1527,6 +1665,7 @@ export function createClient(config = {}) {
     createThread: (args, options) => createThread(config, args, options),
     deleteDocument: (args, options) => deleteDocument(config, args, options),
     deleteThread: (args, options) => deleteThread(config, args, options),
+    editMessage: (args, options) => editMessage(config, args, options),
     getAgent: (args, options) => getAgent(config, args, options),
     getAgentState: (args, options) => getAgentState(config, args, options),
     getRequest: (args, options) => getRequest(config, args, options),
@@ -1534,6 +1673,7 @@ export function createClient(config = {}) {
     getThread: (args, options) => getThread(config, args, options),
     health: (args, options) => health(config, args, options),
     listAgents: (args, options) => listAgents(config, args, options),
+    listBranches: (args, options) => listBranches(config, args, options),
     listDocuments: (args, options) => listDocuments(config, args, options),
     listMessages: (args, options) => listMessages(config, args, options),
     listRuns: (args, options) => listRuns(config, args, options),
@@ -1541,6 +1681,7 @@ export function createClient(config = {}) {
     postMessage: (args, options) => postMessage(config, args, options),
     readWorkdirFile: (args, options) => readWorkdirFile(config, args, options),
     ready: (args, options) => ready(config, args, options),
+    regenerateAnswer: (args, options) => regenerateAnswer(config, args, options),
     resumeRun: (args, options) => resumeRun(config, args, options),
     searchKnowledgeBase: (args, options) => searchKnowledgeBase(config, args, options),
     streamRunEvents: (args, options) => streamRunEvents(config, args, options),

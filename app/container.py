@@ -254,7 +254,7 @@ async def build_container(
         notifier=notifier,
     )
     container.lg_threads = LangGraphThreadService(
-        sessions, db.lock_timeout_ms, agents, container.threads, container.agent_state
+        sessions, agents, container.threads, container.agent_state
     )
     container.lg_runs = LangGraphRunService(
         sessions, container.lg_threads, container.intake, container.runs, agents

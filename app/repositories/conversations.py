@@ -22,13 +22,6 @@ from app.domain.errors import NotFound
 from app.domain.states import ThreadStatus
 from app.repositories.locking import lock_errors_as_busy
 
-_THREAD_STATUS_OF_ACTIVE_RUN: dict[RunStatus, ThreadStatus] = {
-    RunStatus.RUNNING: "running",
-    RunStatus.INTERRUPTED: "interrupted",
-}
-#: Thread statuses that mean "a run is active" (the thread cannot be deleted).
-ACTIVE_THREAD_STATUSES: frozenset[ThreadStatus] = frozenset(_THREAD_STATUS_OF_ACTIVE_RUN.values())
-
 
 @dataclass(frozen=True, slots=True)
 class StatusFilter:

@@ -23,7 +23,7 @@ from app.repositories.agent_state import AgentStateRepository
 from app.repositories.branches import BranchRepository, lineage_of
 from app.repositories.conversations import ConversationRepository
 from app.repositories.messages import MessageRepository
-from app.repositories.runs import RunRequestRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +38,51 @@ def check_metadata(metadata: dict[str, Any]) -> None:
             f"metadata is {size} bytes as JSON; at most {METADATA_MAX_BYTES} are allowed",
             field="metadata",
         )
+
+
+#: The most messages a chat history carries (a chat UI's whole history).
+MAX_HISTORY = 10_000
+
+
+#: ``chat_history``'s default branch: the thread's current one.
+CURRENT: Any = object()
+
+
+async def chat_history(
+    session: AsyncSession, thread_id: uuid.UUID, branch_id: uuid.UUID | None = CURRENT
+) -> list[Message]:
+    """The chat of one branch (the current one unless told; None: the thread's first) as a chat
+    shows it (LangGraph's ``values.messages``): each run's input, then what that run wrote, run
+    after run. Input enters when its run starts: input still queued (or withdrawn) is not there
+    yet, and a run's answer comes before the input queued while it ran (messages are numbered
+    when written, so that input's number is the smaller). A question answered again
+    (Regenerate) is answered, on its branch, by that run."""
+    repo = BranchRepository(session)
+    branches = await repo.list(thread_id)
+    if branch_id is CURRENT:
+        branch_id = await repo.current(thread_id)
+    lineage = lineage_of(branches, branch_id)
+    rows = await MessageRepository(session).list(thread_id, limit=MAX_HISTORY, lineage=lineage)
+    on_path = {b for b, _ in lineage.steps}
+    again = {
+        b.fork_seq: b.request_id for b in branches if b.id in on_path and b.kind == "regenerate"
+    }
+
+    def asked(m: Message) -> uuid.UUID | None:
+        return again.get(m.seq) or m.request_id if m.role == "user" else None
+
+    requests = [r for r in (asked(m) for m in rows) if r is not None]
+    runs = await RunRepository(session).for_requests(requests)
+    #: Each run's place: the number of the input it answers.
+    input_seq = {runs[r].id: m.seq for m in rows if (r := asked(m)) is not None and r in runs}
+
+    def place(m: Message) -> tuple[int, int, int]:
+        if m.role == "user":
+            return (m.seq, 0, m.seq)
+        return (input_seq.get(m.run_id, m.seq) if m.run_id else m.seq, 1, m.seq)
+
+    started = [m for m in rows if m.role != "user" or m.request_id is None or asked(m) in runs]
+    return sorted(started, key=place)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +210,15 @@ class ThreadService:
             if values:
                 conv = await repo.update(thread_id, **values)
             return ThreadView(conv, (await repo.statuses([conv.id]))[conv.id])
+
+    async def require_idle(self, thread_id: uuid.UUID, owner_id: str) -> None:
+        """``ThreadBusy`` unless the thread is idle, checked under the row lock (what intake and
+        the worker's claim take), so nothing was in flight when it was checked."""
+        async with self.sessions() as session, session.begin():
+            repo = ConversationRepository(session)
+            await repo.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
+            if await repo.status(thread_id) != "idle":
+                raise ThreadBusy("the thread has a run or queued input; try again when idle")
 
     async def delete(self, thread_id: uuid.UUID, owner_id: str) -> None:
         """Refused while a run is running: deleting under a working agent would lose its output.

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
+from sqlalchemy import event
 
 from tests.support.agents_files import agents_file
 from tests.support.app_harness import API_KEY, AUTH, AppFactory
@@ -72,7 +73,7 @@ async def test_interrupt_names_next_node_and_the_resume_is_a_listed_run(
             tid, parts = await interrupted_thread(client, srv)
             first = parts[0].data["run_id"]
             state = await client.threads.get_state(tid)
-            assert state["next"], state
+            assert state["next"] == ["HumanInTheLoopMiddleware.after_model"], state
             assert state["next"] == [t["name"] for t in state["tasks"]]
             assert state["tasks"][0]["interrupts"][0]["value"]["action_requests"][0]["name"] == (
                 "word_count"
@@ -80,9 +81,11 @@ async def test_interrupt_names_next_node_and_the_resume_is_a_listed_run(
             history = await client.threads.get_history(tid)
             assert history[0]["next"] == state["next"]
 
-            answer = await client.runs.wait(
-                tid, "default", command={"resume": {"decisions": [{"type": "approve"}]}}
-            )
+            approve = {"resume": {"decisions": [{"type": "approve"}]}}
+            with pytest.raises(httpx.HTTPStatusError) as other:  # item 8: not its agent
+                await client.runs.wait(tid, "glossary", command=approve)
+            assert other.value.response.json()["error"] == "agent_mismatch"
+            answer = await client.runs.wait(tid, "default", command=approve)
             assert isinstance(answer, dict)
             assert answer["messages"][-1]["content"] == "That text has three words."
             assert answer["messages"][-2]["content"] == "3 words"
@@ -258,6 +261,9 @@ async def test_a_threads_agent_is_fixed_where_it_was_chosen(
             stored = (await h.client.get(f"/v1/threads/{lg}", headers=AUTH)).json()
             assert stored["metadata"] == {"project": "apollo", "stage": 2}
 
+            with pytest.raises(httpx.HTTPStatusError) as unknown:
+                await client.threads.create(graph_id="nope")
+            assert unknown.value.response.json()["error"] == "unknown_agent"
             chosen = (await client.threads.create(graph_id="default"))["thread_id"]
             assert (await client.threads.get(chosen))["metadata"]["assistant_id"] == "default"
             glossary = await client.threads.search(metadata={"graph_id": "glossary"})
@@ -267,3 +273,50 @@ async def test_a_threads_agent_is_fixed_where_it_was_chosen(
             assert {t["thread_id"] for t in idle} == {v1, lg}
             first = next(t for t in glossary if t["thread_id"] == lg)
             assert first["values"]["messages"][0]["content"] == "what is a lease?"
+
+
+async def test_thread_search_reads_a_page_in_a_fixed_number_of_queries(
+    app_factory: AppFactory,
+) -> None:
+    """Thin adapter: a search page (status filtered in SQL) costs the same statements for 2
+    threads as for 6 (no per-thread status, run or history reads), and a status filter
+    pages over every thread (no scan cap)."""
+    async with app_factory(start_worker=False) as h, serve_in_loop(h.app) as url:
+        client = get_client(url=url, api_key=API_KEY)
+        engine = h.container.engine
+
+        async def busy_thread(text: str) -> str:
+            tid = (await client.threads.create(metadata={"batch": 1}))["thread_id"]
+            posted = await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": text}, headers=AUTH
+            )
+            assert posted.status_code == 202, posted.text
+            return tid
+
+        async def counted_search() -> tuple[list[Any], int]:
+            seen: list[str] = []
+
+            def record(*args: Any) -> None:
+                seen.append(args[2])
+
+            event.listen(engine.sync_engine, "before_cursor_execute", record)
+            try:
+                found = await client.threads.search(status="busy", metadata={"batch": 1})
+            finally:
+                event.remove(engine.sync_engine, "before_cursor_execute", record)
+            return found, len(seen)
+
+        made = [await busy_thread(f"question {i}") for i in range(2)]
+        await client.threads.create(metadata={"batch": 1})  # idle: filtered out
+        few, few_statements = await counted_search()
+        made += [await busy_thread(f"question {i}") for i in range(2, 6)]
+        many, many_statements = await counted_search()
+        assert {t["thread_id"] for t in few} == set(made[:2])
+        assert {t["thread_id"] for t in many} == set(made)
+        assert many_statements == few_statements
+        assert all(t["status"] == "busy" for t in many)
+        assert sorted(t["values"]["messages"][0]["content"] for t in many) == [
+            f"question {i}" for i in range(6)
+        ]
+        page = await client.threads.search(status="busy", limit=2, offset=4)
+        assert len(page) == 2 and await client.threads.count(status="busy") == 6

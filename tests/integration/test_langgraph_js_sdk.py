@@ -60,8 +60,13 @@ async def test_js_sdk_core_flow(app_factory: AppFactory, js_sdk: Path) -> None:
     assert got["last_message"]["type"] == "ai" and "lease" in got["last_message"]["content"]
     # joinStream with Last-Event-ID replays exactly the parts after it.
     assert got["rejoined_ids"] == got["later_ids"] and got["later_ids"]
+    # ...and, naming no modes, in the run's own (issue 32).
+    assert got["rejoined_own_ids"] == got["later_ids"]
+    assert got["chosen_metadata"] == {"graph_id": "default", "assistant_id": "default"}
     assert got["state_messages"] >= 2 and got["history_head_matches"]
-    assert got["found"] == [got["thread_id"]] and got["run_status"] == "success"
+    # Newest first: the thread created with graphId, then the one whose run chose the agent.
+    assert got["found"] == [got["chosen_id"], got["thread_id"]]
+    assert got["run_status"] == "success"
 
 
 async def test_js_sdk_refresh_and_edit_as_agent_chat_ui_sends_them(

@@ -284,6 +284,8 @@ async def test_reject_busy_enqueue_in_order_and_cancel(app_factory: AppFactory) 
             texts = [m["content"] for m in joined["messages"]]
             assert texts.index("Echo: second") < texts.index("Echo: third")
             assert "refused" not in texts
+            # Each run's input, then its answer; the cancelled first run answered nothing.
+            assert texts == ["first", "second", "Echo: second", "third", "Echo: third"]
 
 
 async def test_join_stream_after_a_reconnect(app_factory: AppFactory) -> None:

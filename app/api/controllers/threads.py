@@ -198,6 +198,8 @@ class ThreadController(Controller):
         principal: NamedDependency[str],
         thread_service: NamedDependency[ThreadService],
     ) -> None:
+        """409 ``thread_busy`` while a run is running; a run waiting for approval is deleted
+        with its thread (nobody works on it)."""
         await thread_service.delete(thread_id, principal)
 
     @post(

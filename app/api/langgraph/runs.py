@@ -3,25 +3,43 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED, HTTP_204_NO_CONTENT
 
 from app.api.auth import principal_of
 from app.api.controllers.runs import KEEPALIVE_SECONDS
+from app.api.error_declarations import errors
 from app.api.followers import FollowerLease, Followers
+from app.api.langgraph.parts import (
+    Cursor,
+    Part,
+    final_values,
+    parse_last_event_id,
+    stream_parts,
+)
+from app.api.langgraph.presenters import run_out
+from app.api.langgraph.responses import RunOut, RunValuesOut, StreamPartOut
 from app.api.langgraph.schemas import RunCreateIn, RunInputIn
-from app.domain.errors import ValidationFailed
+from app.domain.errors import (
+    AgentMismatch,
+    AgentUnavailable,
+    NotFound,
+    NotImplementedHere,
+    ThreadBusy,
+    TooManyStreams,
+    ValidationFailed,
+)
 from app.services.langgraph.runs import LangGraphRun, LangGraphRunService, RunInput
-from app.services.langgraph.stream import Cursor, LangGraphStreams, Part, parse_last_event_id
+from app.services.langgraph.stream import LangGraphStreams
 
 #: What a join stream sends when the client names no modes.
 DEFAULT_JOIN_MODES = ("values", "updates", "messages-tuple", "custom")
@@ -80,25 +98,28 @@ def stream_location(run: LangGraphRun) -> str:
     return f"{run_path(run)}/stream"
 
 
-async def final_values(parts: AsyncIterator[Part | None]) -> dict[str, Any]:
-    """What /wait and /join answer: the last ``values`` (with ``__interrupt__`` when the run
-    stopped for approval), or ``{__error__}`` when it failed."""
-    last: dict[str, Any] = {}
-    async for part in parts:
-        if part is None:
-            continue
-        if part.event == "values":
-            last = part.data
-        elif part.event == "error":
-            return {**last, "__error__": part.data}
-    return last
+#: What creating a run can answer besides the stack's own.
+START_ERRORS = errors(
+    NotFound, AgentMismatch, AgentUnavailable, ThreadBusy, NotImplementedHere, "unprocessable"
+)
+#: A run stream's body: server-sent events, one part each.
+SSE = ResponseSpec(
+    data_container=StreamPartOut,
+    media_type="text/event-stream",
+    description="server-sent events: one LangGraph stream part each (event, JSON data, id)",
+)
 
 
 class LangGraphRunController(Controller):
     path = "/threads/{thread_id:uuid}/runs"
     tags = ["runs"]
 
-    @post("/stream", operation_id="StreamRun", status_code=HTTP_200_OK)
+    @post(
+        "/stream",
+        operation_id="StreamRun",
+        status_code=HTTP_200_OK,
+        responses={200: SSE, **START_ERRORS, **errors(TooManyStreams)},
+    )
     async def stream(
         self,
         request: Request[Any, Any, Any],
@@ -108,33 +129,23 @@ class LangGraphRunController(Controller):
         lg_streams: NamedDependency[LangGraphStreams],
     ) -> ServerSentEvent:
         principal = principal_of(request)
-        followers: Followers = request.app.state.followers
-        lease = followers.admit(principal)
-        try:
-            run = await lg_runs.start(thread_id, principal, run_input(data))
-        except BaseException:
-            lease.release()
-            raise
-        modes = modes_of(data.stream_mode)
-        parts = lg_streams.parts(
-            run,
-            principal,
-            modes,
-            after=Cursor(),
-            with_ids=data.stream_resumable,
-            keepalive=KEEPALIVE_SECONDS,
-            stop=followers.closing,
+        lease, run = await _admitted(
+            request, lambda: lg_runs.start(thread_id, principal, run_input(data))
         )
-        cancel = data.on_disconnect == "cancel"
+        modes = modes_of(data.stream_mode)
+        parts = _parts(request, lg_streams, run, modes, with_ids=data.stream_resumable)
+        canceller = lg_runs if data.on_disconnect == "cancel" else None
         return ServerSentEvent(
-            _frames(parts, lease, lg_runs if cancel else None, run, principal, followers),
-            headers={
-                "Content-Location": run_path(run),
-                "Location": stream_location(run),
-            },
+            _frames(parts, lease, canceller, run, principal, request.app.state.followers),
+            headers={"Content-Location": run_path(run), "Location": stream_location(run)},
         )
 
-    @post("/wait", operation_id="WaitRun", status_code=HTTP_200_OK)
+    @post(
+        "/wait",
+        operation_id="WaitRun",
+        status_code=HTTP_200_OK,
+        responses={**START_ERRORS, **errors(TooManyStreams)},
+    )
     async def wait(
         self,
         request: Request[Any, Any, Any],
@@ -142,35 +153,25 @@ class LangGraphRunController(Controller):
         data: RunCreateIn,
         lg_runs: NamedDependency[LangGraphRunService],
         lg_streams: NamedDependency[LangGraphStreams],
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[RunValuesOut]:
         principal = principal_of(request)
-        followers: Followers = request.app.state.followers
-        with followers.hold(principal):
+        with request.app.state.followers.hold(principal):
             run = await lg_runs.start(thread_id, principal, run_input(data))
-            parts = lg_streams.parts(
-                run,
-                principal,
-                ["values"],
-                after=Cursor(),
-                with_ids=False,
-                keepalive=KEEPALIVE_SECONDS,
-                stop=followers.closing,
-            )
-            body = await final_values(parts)
+            body = await final_values(_parts(request, lg_streams, run, ["values"]))
         return Response(body, headers={"Content-Location": run_path(run)})
 
-    @post("/", operation_id="CreateRun", status_code=HTTP_200_OK)
+    @post("/", operation_id="CreateRun", status_code=HTTP_200_OK, responses=START_ERRORS)
     async def create(
         self,
         request: Request[Any, Any, Any],
         thread_id: uuid.UUID,
         data: RunCreateIn,
         lg_runs: NamedDependency[LangGraphRunService],
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[RunOut]:
         run = await lg_runs.start(thread_id, principal_of(request), run_input(data))
-        return Response(run.json(), headers={"Content-Location": run_path(run)})
+        return Response(run_out(run), headers={"Content-Location": run_path(run)})
 
-    @get("/", operation_id="ListRuns")
+    @get("/", operation_id="ListRuns", responses=errors(NotFound))
     async def list_runs(
         self,
         thread_id: uuid.UUID,
@@ -178,21 +179,27 @@ class LangGraphRunController(Controller):
         lg_runs: NamedDependency[LangGraphRunService],
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 10,
         offset: Annotated[int, Parameter(ge=0)] = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunOut]:
+        """Newest first; a resume is a run of its own."""
         runs = await lg_runs.list(thread_id, principal, limit=limit, offset=offset)
-        return [r.json() for r in runs]
+        return [run_out(r) for r in runs]
 
-    @get("/{run_id:uuid}", operation_id="GetRun")
+    @get("/{run_id:uuid}", operation_id="GetRun", responses=errors(NotFound))
     async def get_run(
         self,
         thread_id: uuid.UUID,
         run_id: uuid.UUID,
         principal: NamedDependency[str],
         lg_runs: NamedDependency[LangGraphRunService],
-    ) -> dict[str, Any]:
-        return (await lg_runs.get(thread_id, run_id, principal)).json()
+    ) -> RunOut:
+        return run_out(await lg_runs.get(thread_id, run_id, principal))
 
-    @delete("/{run_id:uuid}", operation_id="DeleteRun", status_code=HTTP_204_NO_CONTENT)
+    @delete(
+        "/{run_id:uuid}",
+        operation_id="DeleteRun",
+        status_code=HTTP_204_NO_CONTENT,
+        responses=errors(NotFound, ThreadBusy, NotImplementedHere),
+    )
     async def delete_run(
         self,
         thread_id: uuid.UUID,
@@ -202,7 +209,12 @@ class LangGraphRunController(Controller):
     ) -> None:
         await lg_runs.delete(thread_id, run_id, principal)
 
-    @post("/{run_id:uuid}/cancel", operation_id="CancelRun", status_code=HTTP_202_ACCEPTED)
+    @post(
+        "/{run_id:uuid}/cancel",
+        operation_id="CancelRun",
+        status_code=HTTP_202_ACCEPTED,
+        responses=errors(NotFound, ThreadBusy),
+    )
     async def cancel(
         self,
         thread_id: uuid.UUID,
@@ -212,7 +224,7 @@ class LangGraphRunController(Controller):
     ) -> None:
         await lg_runs.cancel(thread_id, run_id, principal)
 
-    @get("/{run_id:uuid}/join", operation_id="JoinRun")
+    @get("/{run_id:uuid}/join", operation_id="JoinRun", responses=errors(NotFound, TooManyStreams))
     async def join(
         self,
         request: Request[Any, Any, Any],
@@ -220,23 +232,17 @@ class LangGraphRunController(Controller):
         run_id: uuid.UUID,
         lg_runs: NamedDependency[LangGraphRunService],
         lg_streams: NamedDependency[LangGraphStreams],
-    ) -> dict[str, Any]:
+    ) -> RunValuesOut:
         principal = principal_of(request)
-        followers: Followers = request.app.state.followers
-        with followers.hold(principal):
+        with request.app.state.followers.hold(principal):
             run = await lg_runs.get(thread_id, run_id, principal)
-            parts = lg_streams.parts(
-                run,
-                principal,
-                ["values"],
-                after=Cursor(),
-                with_ids=False,
-                keepalive=KEEPALIVE_SECONDS,
-                stop=followers.closing,
-            )
-            return await final_values(parts)
+            return await final_values(_parts(request, lg_streams, run, ["values"]))
 
-    @get("/{run_id:uuid}/stream", operation_id="JoinRunStream")
+    @get(
+        "/{run_id:uuid}/stream",
+        operation_id="JoinRunStream",
+        responses={200: SSE, **errors(NotFound, TooManyStreams, "unprocessable")},
+    )
     async def join_stream(
         self,
         request: Request[Any, Any, Any],
@@ -253,24 +259,46 @@ class LangGraphRunController(Controller):
         named = [m for m in stream_mode or [] if m]
         principal = principal_of(request)
         after = parse_last_event_id(request.headers.get("last-event-id"))
-        followers: Followers = request.app.state.followers
-        lease = followers.admit(principal)
-        try:
-            run = await lg_runs.get(thread_id, run_id, principal)
-        except BaseException:
-            lease.release()
-            raise
-        parts = lg_streams.parts(
-            run,
-            principal,
-            named or run.stream_modes or DEFAULT_JOIN_MODES,
-            after=after,
-            with_ids=True,
-            keepalive=KEEPALIVE_SECONDS,
-            stop=followers.closing,
-        )
+        lease, run = await _admitted(request, lambda: lg_runs.get(thread_id, run_id, principal))
+        modes = named or run.stream_modes or DEFAULT_JOIN_MODES
+        parts = _parts(request, lg_streams, run, modes, after=after, with_ids=True)
         canceller = lg_runs if cancel_on_disconnect else None
+        followers = request.app.state.followers
         return ServerSentEvent(_frames(parts, lease, canceller, run, principal, followers))
+
+
+async def _admitted(
+    request: Request[Any, Any, Any], opening: Callable[[], Awaitable[LangGraphRun]]
+) -> tuple[FollowerLease, LangGraphRun]:
+    """A follower slot for the stream (429 when the principal holds too many), then the run."""
+    lease = request.app.state.followers.admit(principal_of(request))
+    try:
+        return lease, await opening()
+    except BaseException:
+        lease.release()
+        raise
+
+
+def _parts(
+    request: Request[Any, Any, Any],
+    streams: LangGraphStreams,
+    run: LangGraphRun,
+    modes: Sequence[str],
+    *,
+    after: Cursor | None = None,
+    with_ids: bool = False,
+) -> AsyncIterator[Part | None]:
+    followers: Followers = request.app.state.followers
+    return stream_parts(
+        streams,
+        run,
+        principal_of(request),
+        modes,
+        after=after or Cursor(),
+        with_ids=with_ids,
+        keepalive=KEEPALIVE_SECONDS,
+        stop=followers.closing,
+    )
 
 
 async def _frames(
@@ -288,7 +316,7 @@ async def _frames(
                 yield ServerSentEventMessage(comment="keep-alive", data=None)
                 continue
             yield ServerSentEventMessage(
-                data=json.dumps(part.data, default=str), event=part.event, id=part.id
+                data=msgspec.json.encode(part.data).decode(), event=part.event, id=part.id
             )
         ended = True
     finally:

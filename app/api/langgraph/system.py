@@ -9,33 +9,38 @@ from litestar.di import NamedDependency
 from litestar.status_codes import HTTP_200_OK
 
 from app.agents.registry import AgentRegistry
-from app.api.langgraph.schemas import AssistantCountIn, AssistantSearchIn
-from app.domain.errors import NotImplementedHere
-from app.services.langgraph.assistants import (
-    assistant_json,
-    find_agent,
-    graph_json,
-    schemas_json,
-    search_agents,
+from app.api.error_declarations import errors
+from app.api.langgraph.presenters import assistant_out, graph_out, schemas_out
+from app.api.langgraph.responses import (
+    AssistantOut,
+    AssistantSchemasOut,
+    GraphOut,
+    InfoFlags,
+    InfoHost,
+    InfoOut,
+    OkOut,
 )
+from app.api.langgraph.schemas import AssistantCountIn, AssistantSearchIn
+from app.domain.errors import NotFound, NotImplementedHere
+from app.services.langgraph.assistants import find_agent, search_agents
 
 VERSION = "0.1.0"
 
 
 @get("/info", operation_id="LangGraphInfo", tags=["system"])
-async def info() -> dict[str, Any]:
+async def info() -> InfoOut:
     """What Agent Chat UI calls on every load (no key needed, like LangGraph's server)."""
-    return {
-        "version": VERSION,
-        "langgraph_py_version": None,
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
-        "host": {"kind": "threadkeeper", "project_id": None, "revision_id": None},
-    }
+    return InfoOut(
+        version=VERSION,
+        langgraph_py_version=None,
+        flags=InfoFlags(assistants=True, crons=False, langsmith=False),
+        host=InfoHost(kind="threadkeeper"),
+    )
 
 
 @get("/ok", operation_id="LangGraphOk", tags=["system"])
-async def ok() -> dict[str, Any]:
-    return {"ok": True}
+async def ok() -> OkOut:
+    return OkOut(ok=True)
 
 
 @route(
@@ -71,11 +76,11 @@ class AssistantController(Controller):
     @post("/search", operation_id="SearchAssistants", status_code=HTTP_200_OK)
     async def search(
         self, data: AssistantSearchIn, agent_registry: NamedDependency[AgentRegistry]
-    ) -> list[dict[str, Any]]:
+    ) -> list[AssistantOut]:
         found = search_agents(
             agent_registry, graph_id=data.graph_id, name=data.name, metadata=data.metadata
         )
-        return [assistant_json(a) for a in found[data.offset : data.offset + data.limit]]
+        return [assistant_out(a) for a in found[data.offset : data.offset + data.limit]]
 
     @post("/count", operation_id="CountAssistants", status_code=HTTP_200_OK)
     async def count(
@@ -87,22 +92,26 @@ class AssistantController(Controller):
             )
         )
 
-    @get("/{assistant_id:str}", operation_id="GetAssistant")
+    @get("/{assistant_id:str}", operation_id="GetAssistant", responses=errors(NotFound))
     async def get_assistant(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
-    ) -> dict[str, Any]:
-        return assistant_json(find_agent(agent_registry, assistant_id))
+    ) -> AssistantOut:
+        return assistant_out(find_agent(agent_registry, assistant_id))
 
-    @get("/{assistant_id:str}/schemas", operation_id="GetAssistantSchemas")
+    @get(
+        "/{assistant_id:str}/schemas",
+        operation_id="GetAssistantSchemas",
+        responses=errors(NotFound),
+    )
     async def get_schemas(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
-    ) -> dict[str, Any]:
+    ) -> AssistantSchemasOut:
         agent = find_agent(agent_registry, assistant_id)
-        return schemas_json(agent, agent_registry.own_graph(agent.id))
+        return schemas_out(agent, agent_registry.own_graph(agent.id))
 
-    @get("/{assistant_id:str}/graph", operation_id="GetAssistantGraph")
+    @get("/{assistant_id:str}/graph", operation_id="GetAssistantGraph", responses=errors(NotFound))
     async def get_graph(
         self, assistant_id: str, agent_registry: NamedDependency[AgentRegistry]
-    ) -> dict[str, Any]:
+    ) -> GraphOut:
         find_agent(agent_registry, assistant_id)
-        return graph_json(agent_registry.own_graph(assistant_id))
+        return graph_out(agent_registry.own_graph(assistant_id))

@@ -27,13 +27,7 @@ from app.repositories.runs import RunRepository, RunRequestRepository
 from app.services.forks import ForkAsk
 from app.services.intake import IntakeService, RunAsk
 from app.services.langgraph.assistants import find_agent
-from app.services.langgraph.shapes import (
-    LangGraphRunStatus,
-    agent_run_status,
-    run_failure,
-    run_json,
-    run_status,
-)
+from app.services.langgraph.statuses import LangGraphRunStatus, agent_run_status, run_status
 from app.services.langgraph.threads import LangGraphThreadService
 from app.services.runs import ReviewDecision, RunService, review_decision
 
@@ -46,6 +40,7 @@ class RunInput:
     #: The human message's text and its client-chosen id (None: a resume).
     text: str | None
     message_id: str | None
+    #: ``command.resume``: the approval decisions, or a graph's own interrupt's answer.
     resume: Any = None
     multitask_strategy: Literal["enqueue", "reject"] = "enqueue"
     if_not_exists: Literal["reject", "create"] = "reject"
@@ -86,25 +81,27 @@ class LangGraphRun:
             return []
         return [str(m) for m in self.request.payload.get("stream_mode") or []]
 
-    def json(self) -> dict[str, Any]:
+    @property
+    def created_at(self) -> datetime:
+        """A resume's: when it was resumed."""
         if self.request is not None:
-            created: datetime = self.request.created_at
-            updated = self.run.started_at if self.run is not None else None
-            if self.run is not None and self.resumed_at is None:
-                updated = self.run.finished_at or updated
-        else:
-            assert self.run is not None
-            created = self.resumed_at or self.run.created_at
-            updated = self.run.finished_at
-        return run_json(
-            self.run_id,
-            self.thread_id,
-            self.assistant_id,
-            self.status,
-            created,
-            updated,
-            run_failure(self.run if self.request is None or self.resumed_at is None else None),
-        )
+            return self.request.created_at
+        assert self.run is not None
+        return self.resumed_at or self.run.created_at
+
+    @property
+    def updated_at(self) -> datetime:
+        if self.run is None:
+            return self.created_at
+        if self.request is not None and self.resumed_at is not None:
+            return self.resumed_at  # it ended at its interrupt
+        return self.run.finished_at or self.run.started_at or self.created_at
+
+    @property
+    def failure(self) -> AgentRun | None:
+        """The agent run whose outcome fields (``error_code``...) this LangGraph run reports (a
+        request whose run was resumed ended at its interrupt: none)."""
+        return self.run if self.request is None or self.resumed_at is None else None
 
 
 def resume_decisions(resume: Any) -> list[ReviewDecision]:
@@ -261,7 +258,11 @@ class LangGraphRunService:
         )
 
     async def _resume(
-        self, thread_id: uuid.UUID, owner_id: str, assistant_id: str, resume: Any
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        assistant_id: str,
+        resume: Any,
     ) -> LangGraphRun:
         async with self.sessions() as session:
             conv = await ConversationRepository(session).get_owned(thread_id, owner_id)

@@ -42,6 +42,16 @@ for await (const part of client.runs.joinStream(thread.thread_id, runId, {
   rejoined.push(part);
 }
 
+// Joined without modes: the run's own modes (issue 32).
+const rejoinedOwn = [];
+for await (const part of client.runs.joinStream(thread.thread_id, runId, {
+  lastEventId: later[cut - 1].id,
+})) {
+  rejoinedOwn.push(part);
+}
+// The thread's agent is chosen at creation by graphId, shown (not stored) as metadata.
+const chosen = await client.threads.create({ graphId: "default" });
+
 const state = await client.threads.getState(thread.thread_id);
 const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
 const found = await client.threads.search({ metadata: { graph_id: "default" }, limit: 10 });
@@ -60,6 +70,9 @@ console.log(
     last_message: lastValues.messages[lastValues.messages.length - 1],
     later_ids: later.slice(cut).map((p) => p.id),
     rejoined_ids: rejoined.filter((p) => p.event !== "metadata").map((p) => p.id),
+    rejoined_own_ids: rejoinedOwn.filter((p) => p.event !== "metadata").map((p) => p.id),
+    chosen_metadata: chosen.metadata,
+    chosen_id: chosen.thread_id,
     state_messages: state.values.messages.length,
     history_head_matches: history[0].checkpoint.checkpoint_id === state.checkpoint.checkpoint_id,
     found: found.map((t) => t.thread_id),

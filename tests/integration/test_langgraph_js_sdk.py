@@ -4,6 +4,8 @@ package-lock.json and installed with ``npm ci``) drives the core flow against a 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
 import json
 import shutil
 import subprocess
@@ -22,16 +24,27 @@ PROGRAM = Path(__file__).resolve().parents[1] / "js" / "langgraph_sdk"
 
 @pytest.fixture(scope="session")
 def js_sdk() -> Path:
-    """``npm ci`` from the committed lock (npm's own cache makes reruns offline-fast)."""
+    """``npm ci`` from the committed lock (npm's own cache makes reruns offline-fast), once per
+    lock file: a session fixture runs once per xdist worker, and two ``npm ci`` in one folder at
+    once fail (each empties node_modules under the other), so a file lock serializes them and a
+    marker inside node_modules (removed by any reinstall) says the lock's packages are there."""
     npm = shutil.which("npm")
     assert npm is not None and shutil.which("node"), "Node.js and npm are needed for this test"
-    subprocess.run(
-        [npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"],
-        cwd=PROGRAM,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    digest = hashlib.sha256((PROGRAM / "package-lock.json").read_bytes()).hexdigest()[:16]
+    marker = PROGRAM / "node_modules" / f".threadkeeper-installed-{digest}"
+    guard_path = PROGRAM.parents[1].parent / ".cache" / "js-sdk-install.lock"
+    guard_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(guard_path, "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not marker.exists():
+            subprocess.run(
+                [npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"],
+                cwd=PROGRAM,
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
+            marker.write_text("ok")
     return PROGRAM
 
 

@@ -107,6 +107,27 @@ class MessageRepository:
             query = query.where(lineage.where())
         return (await self.session.scalars(query.order_by(Message.seq).limit(limit))).all()
 
+    async def tool_results(
+        self, thread_id: uuid.UUID, tool_call_ids: Sequence[str]
+    ) -> dict[str, Message]:
+        """The thread's stored tool results for these tool calls (the first of each)."""
+        if not tool_call_ids:
+            return {}
+        rows = await self.session.scalars(
+            select(Message)
+            .where(
+                Message.thread_id == thread_id,
+                Message.role == "tool",
+                Message.tool_call_id.in_(list(tool_call_ids)),
+            )
+            .order_by(Message.seq)
+        )
+        found: dict[str, Message] = {}
+        for m in rows:
+            if m.tool_call_id is not None:
+                found.setdefault(m.tool_call_id, m)
+        return found
+
     async def by_lc_ids(self, thread_id: uuid.UUID, lc_ids: Sequence[str]) -> dict[str, Message]:
         """The thread's messages with these LangChain ids (on any branch)."""
         if not lc_ids:

@@ -244,6 +244,22 @@ class RunLedger:
                 thread_id, [message_row(run_id, m) for m in messages]
             )
 
+    async def stored_tool_results(
+        self, thread_id: uuid.UUID, tool_call_ids: Sequence[str]
+    ) -> dict[str, ToolMessage]:
+        """The full history's results of these tool calls, as the tool messages they were."""
+        async with self.sessions() as session:
+            rows = await MessageRepository(session).tool_results(thread_id, tool_call_ids)
+        return {
+            call_id: ToolMessage(
+                content=row.content,
+                tool_call_id=call_id,
+                name=row.tool_name,
+                id=row.lc_id or f"repair-{call_id}",
+            )
+            for call_id, row in rows.items()
+        }
+
     async def persist_update(
         self,
         thread_id: uuid.UUID,

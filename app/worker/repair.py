@@ -2,8 +2,10 @@
 accepts: answer such calls before the thread goes on.
 
 Read from the committed checkpoint (new input would discard anything after it). A tool that did
-finish keeps its real result (saved as the pending write of its task); otherwise the answer says
-why there is none (``repair_content``).
+finish keeps its real result: the one the full history already stored (the step's update is
+written as soon as it streams, while LangGraph still writes its checkpoint in the background), or
+else the pending write of its task; otherwise the answer says why there is none
+(``repair_content``). A result the history holds is not stored again.
 """
 
 from __future__ import annotations
@@ -45,19 +47,25 @@ async def repair_dangling_tool_calls(
     pending = dangling_tool_calls(committed.messages)
     if not pending:
         return
+    stored = await ledger.stored_tool_results(thread_id, [p["id"] for p in pending])
     finished = {m.tool_call_id: m for m in live.messages if isinstance(m, ToolMessage)}
     patch = [
-        recovered_result(finished[p["id"]], p["id"])
-        if p["id"] in finished
-        else unanswered_result(p, repair_content(live))
+        stored.get(p["id"])
+        or (
+            recovered_result(finished[p["id"]], p["id"])
+            if p["id"] in finished
+            else unanswered_result(p, repair_content(live))
+        )
         for p in pending
     ]
     log.warning(
         "dangling_tool_calls_answered",
         run_id=str(run_id),
-        recovered=sum(p["id"] in finished for p in pending),
-        unknown=sum(p["id"] not in finished for p in pending),
+        recovered=sum(p["id"] in finished or p["id"] in stored for p in pending),
+        unknown=sum(p["id"] not in finished and p["id"] not in stored for p in pending),
     )
-    # Full history first (idempotent on the ids), then the model view.
-    await ledger.store_messages(thread_id, run_id, patch)
+    # Full history first (what it lacks), then the model view.
+    await ledger.store_messages(
+        thread_id, run_id, [m for m in patch if m.tool_call_id not in stored]
+    )
     await state.add_tool_results(thread_id, patch)

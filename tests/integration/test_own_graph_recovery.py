@@ -104,22 +104,16 @@ async def test_a_killed_worker_mid_run_of_an_own_graph_is_recovered(
         "THREADKEEPER_LOG_LEVEL": "WARNING",
     }
     provider.enqueue_tool_call("lookup_record", {"record_id": "r1"})
+    provider.hold(from_request=1)  # the answer after the tool result: the worker dies there
     async with app_factory(start_worker=False, agents_file=str(RECORDS)) as h:
         tid = await new_thread(h)
         await h.client.post(f"/v1/threads/{tid}/messages", json={"content": "r1?"}, headers=AUTH)
         proc = app_process(["worker"], env, tmp_path / "worker.log")
         with reaped(proc):
-
-            async def second_call() -> bool:
-                if len(provider.requests) >= 1 and provider.block is None:
-                    provider.hold()  # the answer after the tool result: the worker dies there
-                return len(provider.requests) >= 2
-
-            await wait_until(second_call, "the worker's second model call", 240, 0.05)
+            await asyncio.to_thread(provider.wait_for_requests, 2, 240)
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
-        provider.release()
-        provider.block = None
+        provider.drop_held()
         run = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"][0]
         assert run["status"] == "running"
         assert [m["role"] for m in await messages(h, tid)] == ["user", "assistant", "tool"]

@@ -18,7 +18,6 @@ from tests.support.api import add_doc, messages, new_thread
 from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import app_process, reaped
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -229,8 +228,7 @@ async def test_cancel_running_run_over_http_model(app_factory: AppFactory) -> No
             assert resp.status_code == 200
             final = await h.wait_for_run(tid, statuses={"cancelled", "completed", "failed"})
             assert final["status"] == "cancelled", final
-            srv.release()
-            srv.block = None
+            srv.drop_held()
             await h.client.post(
                 f"/v1/threads/{tid}/messages", json={"content": "again"}, headers=AUTH
             )
@@ -305,25 +303,18 @@ async def test_killed_worker_lease_expires_and_run_is_recovered(
         async with app_factory(start_worker=False, llm_base_url=srv.base_url, llm_api_key="k") as h:
             await add_doc(h)
             tid = await new_thread(h)
-            # The second model call (after the tool ran) blocks: the worker dies there.
-            srv.responder = None
+            # The second model call (after the tool ran) is held: the worker dies there.
+            srv.hold(from_request=1)
             await h.client.post(
                 f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
             )
             proc = app_process(["worker"], env, tmp_path / "worker.log")
             with reaped(proc):
-
-                async def second_call() -> bool:
-                    if len(srv.requests) >= 1 and srv.block is None:
-                        srv.hold()  # hold the next request (the answer after the tool result)
-                    return len(srv.requests) >= 2
-
                 # A cold interpreter on a machine shared by several suites took over 60 s.
-                await wait_until(second_call, "the worker's second model call", 240, 0.05)
+                await asyncio.to_thread(srv.wait_for_requests, 2, 240)
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-            srv.release()
-            srv.block = None
+            srv.drop_held()
             run = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"][0]
             assert run["status"] == "running"
             before = await messages(h, tid)
@@ -412,7 +403,7 @@ async def test_a_recovered_run_stops_writing(app_factory: AppFactory, clean_db: 
                     (run["id"],),
                 )
             assert await h.container.worker.recover_expired() == 1
-            srv.release()
+            srv.release()  # the stale run gets its answer and must not store it
             srv.block = None
             for _ in range(400):  # until the stale run task has ended
                 if not h.container.worker._runs:

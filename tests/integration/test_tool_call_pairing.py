@@ -221,3 +221,92 @@ async def test_worker_killed_mid_tool_call_answers_result_unknown(
             assert_every_call_answered(llm)
             sent = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
             assert [m["content"] for m in sent] == [RESULT_UNKNOWN]
+
+
+async def test_worker_killed_before_the_tools_checkpoint_keeps_the_stored_result_once(
+    app_factory: AppFactory, clean_db: str, tmp_path: Path, hanging_search: HangingSearch
+) -> None:
+    """A step's update is stored as it streams while LangGraph writes its checkpoint in the
+    background: a worker killed between the two left the tool's result in the history and the
+    call dangling in the checkpoint. The next run's repair then answered the call a second time
+    (a second tool row under another id, seen in CI); it must reuse the stored result."""
+    with OpenAICompatibleServer() as llm:
+        llm.enqueue_tool_call("web_search", {"query": "lease"})
+        llm.hold(from_request=1)  # the answer after the tool result, should it be asked for
+        env = worker_env(
+            clean_db,
+            llm,
+            tmp_path,
+            "victim",
+            THREADKEEPER_LEASE_SECONDS="1.5",
+            THREADKEEPER_HEARTBEAT_SECONDS="0.3",
+            THREADKEEPER_WEB_SEARCH_URL=hanging_search.url,
+        )
+        async with app_factory(
+            start_worker=False,
+            llm_base_url=llm.base_url,
+            llm_api_key="k",
+            web_search_url=hanging_search.url,
+        ) as h:
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "lease?"}, headers=AUTH
+            )
+            worker = app_process(["worker"], env, tmp_path / "victim.log")
+            with reaped(worker):
+                async with asyncio.timeout(HANG_GUARD * 2):  # a cold interpreter on a busy box
+                    while hanging_search.calls == 0:  # noqa: ASYNC110
+                        await asyncio.sleep(0.05)
+                blocker = await asyncio.to_thread(psycopg.connect, libpq_url(clean_db))
+                try:
+                    # Granted once every checkpoint written so far is committed; the tools
+                    # step's checkpoint then waits behind it, its update does not.
+                    blocker.execute("LOCK TABLE checkpoints IN SHARE MODE")
+                    hanging_search.gate.set()
+                    await _until(
+                        clean_db,
+                        "SELECT 1 FROM messages WHERE conversation_id = %s AND role = 'tool'",
+                        tid,
+                    )
+                    pid = await _until(
+                        clean_db,
+                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock' AND query ILIKE '%%INSERT INTO checkpoints%%'",
+                    )
+                    worker.send_signal(signal.SIGKILL)
+                    assert await wait_exit(worker, 30) == -signal.SIGKILL
+                    # A statement sent before the kill still runs once the lock is gone: end
+                    # its backend, so the dead worker's checkpoint is never written.
+                    await asyncio.to_thread(
+                        _scalar, clean_db, "SELECT pg_terminate_backend(%s)", pid
+                    )
+                finally:
+                    blocker.rollback()
+                    blocker.close()
+            llm.drop_held()
+            [run_id] = await h.run_ids(tid)
+            async with asyncio.timeout(HANG_GUARD):
+                while not await h.container.worker.recover_expired():  # noqa: ASYNC110 - the lease runs out
+                    await asyncio.sleep(0.2)
+
+            h.container.worker.start()
+            llm.enqueue_text("Nothing about leases.")
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "and now?"}, headers=AUTH
+            )
+            nxt = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude={run_id})
+            assert nxt["status"] == "completed", (nxt["error_code"], nxt["error"])
+            assert hanging_search.calls == 1  # nothing ran the tool again
+            history = await messages(h, tid)
+            assert [m["role"] for m in history] == [
+                "user",
+                "assistant",
+                "tool",
+                "user",
+                "assistant",
+            ]
+            assert history[2]["content"] != RESULT_UNKNOWN
+            assert_every_call_answered(llm)
+            sent = llm.requests[-1]["messages"]
+            assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+            assert sent[3]["content"] == history[2]["content"]

@@ -430,7 +430,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(f"Invalid JSON: {exc}", "invalid_request_error", None))
             return
         owner = self.server.owner
-        owner._hold_after_record(request, dict(self.headers.items()), raw)
+        if owner._hold_after_record(request, dict(self.headers.items()), raw):
+            self._drop()  # held, then dropped (``drop_held``): its caller is gone
+            return
         prepared = owner._prepare(request, raw)
         if isinstance(prepared, Fault):
             if prepared.status == DROP:
@@ -594,6 +596,10 @@ class OpenAICompatibleServer:
         #: (at most ``block_timeout`` seconds). Use ``hold()`` / ``release()``.
         self.block: threading.Event | None = None
         self.block_timeout = block_timeout
+        #: ``hold(from_request=n)``: only requests arriving as the n-th (0-based) or later wait.
+        self._hold_from = 0
+        #: The hold whose waiting requests are closed unanswered when released (``drop_held``).
+        self._dropped: threading.Event | None = None
         self._state = _State()
         self._stream_gates: list[threading.Event] = []
         self._cond = threading.Condition()
@@ -683,10 +689,22 @@ class OpenAICompatibleServer:
         with self._cond:
             self._state.faults.extend([Fault(DROP, {}, after=after)] * times)
 
-    def hold(self) -> threading.Event:
-        """Hold every chat completion until ``release()`` (for concurrency tests)."""
+    def hold(self, *, from_request: int = 0) -> threading.Event:
+        """Hold every chat completion until ``release()`` (for concurrency tests); with
+        ``from_request=n``, only the n-th request received (0-based, counted since start or
+        ``reset``) and those after it. Decided as each request arrives, so a test that sets it
+        up front never races the caller's next request."""
+        self._hold_from = from_request
         self.block = threading.Event()
         return self.block
+
+    def drop_held(self) -> None:
+        """Stop holding, and close the requests being held unanswered: their caller is gone
+        (a killed worker), and answering would spend a scripted reply meant for a later one."""
+        block, self.block = self.block, None
+        if block is not None:
+            self._dropped = block
+            block.set()
 
     def release(self) -> None:
         if self.block is not None:
@@ -751,10 +769,13 @@ class OpenAICompatibleServer:
             self._state = _State(counter=self._state.counter)
         self.responder = None
         self.block = None
+        self._hold_from = 0
 
     # ------------------------------------------------------------------ handler side
-    def _record(self, request: JSON, headers: dict[str, str], raw: bytes = b"") -> None:
+    def _record(self, request: JSON, headers: dict[str, str], raw: bytes = b"") -> int:
+        """Note a request; its arrival index (0-based)."""
         with self._cond:
+            index = self._state.calls
             if not self._apart:  # served apart (a benchmark): bounded memory, only counters
                 self._state.requests.append(request)
                 self._state.headers.append(headers)
@@ -762,6 +783,7 @@ class OpenAICompatibleServer:
             if hashlib.sha1(raw).digest() in self._state.faulted:
                 self._state.retries += 1
             self._cond.notify_all()
+        return index
 
     def _count_fault(self, raw: bytes, fault: Fault) -> None:
         kind = "drop" if fault.status == DROP else str(fault.status)
@@ -769,9 +791,14 @@ class OpenAICompatibleServer:
             self._state.faulted.add(hashlib.sha1(raw).digest())
             self._state.faults_by_kind[kind] = self._state.faults_by_kind.get(kind, 0) + 1
 
-    def _hold_after_record(self, request: JSON, headers: dict[str, str], raw: bytes) -> None:
-        self._record(request, headers, raw)
-        self._hold()
+    def _hold_after_record(self, request: JSON, headers: dict[str, str], raw: bytes) -> bool:
+        """Record the request and wait while it is held; whether it was dropped meanwhile."""
+        index = self._record(request, headers, raw)
+        block = self.block
+        if block is None or index < self._hold_from:
+            return False
+        block.wait(self.block_timeout)
+        return block is self._dropped
 
     def _prepare(self, request: JSON, raw: bytes) -> Fault | Prepared:
         """What to answer a recorded chat request: a fault (an HTTP error or a drop), or a
@@ -827,11 +854,6 @@ class OpenAICompatibleServer:
     def _count_completion(self) -> None:
         with self._cond:
             self._state.completions += 1
-
-    def _hold(self) -> None:
-        block = self.block
-        if block is not None:
-            block.wait(self.block_timeout)
 
     def _pop_fault(self) -> Fault | None:
         with self._cond:

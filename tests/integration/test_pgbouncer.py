@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from app.db.migrate import upgrade_head
 from app.db.session import autocommit, create_engine
@@ -105,7 +106,7 @@ async def test_migrations_and_checkpointer_setup_through_the_pooler(
     statements) on a fresh database, then the service starts on it (the checkpointer's setup
     under its transaction-level lock) and answers."""
     with fresh_database(database_url) as fresh:
-        name = fresh.rsplit("/", 1)[1]
+        name = str(make_url(fresh).database)
         await asyncio.to_thread(upgrade_head, bouncer.url(name), transaction_pooler=True)
         with psycopg.connect(fresh, autocommit=True) as conn:
             row = conn.execute("SELECT count(*) FROM alembic_version").fetchone()

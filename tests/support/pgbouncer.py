@@ -10,6 +10,8 @@ always in the next one's way). Any other name is that database on the same serve
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -22,7 +24,12 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from tests.support.processes import free_port
-from tests.support.system_user import as_server_user, give_to_server_user, server_dir
+from tests.support.system_user import (
+    SERVER_USER,
+    as_server_user,
+    give_to_server_user,
+    server_dir,
+)
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 
@@ -49,11 +56,16 @@ def pgbouncer(database_url: str, *, pool_size: int = 6) -> Iterator[Bouncer]:
     target = make_url(database_url)
     user = target.username or "postgres"
     password = target.password
-    server = (
-        f"host={target.host or '127.0.0.1'} port={target.port or 5432} "
-        f"dbname={target.database} user={user}" + (f" password={password}" if password else "")
+    # The embedded server is reached through its Unix socket directory (``?host=/dir``).
+    host = str(target.host or target.query.get("host") or "127.0.0.1")
+    port = target.port or target.query.get("port") or 5432
+    server = f"host={host} port={port} dbname={target.database} user={user}" + (
+        f" password={password}" if password else ""
     )
-    d = server_dir("tk-pgbouncer-")
+    # A socket directory is private to the server's own account (the embedded server's is
+    # ``pgserver``): PgBouncer then runs as that account.
+    owner = pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else SERVER_USER
+    d = server_dir("tk-pgbouncer-", owner)
     port = free_port()
     (d / "userlist.txt").write_text(f'"{user}" ""\n')
     (d / "pgbouncer.ini").write_text(
@@ -69,9 +81,9 @@ def pgbouncer(database_url: str, *, pool_size: int = 6) -> Iterator[Bouncer]:
         f"logfile = {d}/pgbouncer.log\n"
     )
     for name in ("userlist.txt", "pgbouncer.ini"):  # readable by the server user, any umask
-        give_to_server_user(d / name, 0o644)
+        give_to_server_user(d / name, 0o644, owner)
     proc = subprocess.Popen(
-        as_server_user([PGBOUNCER, str(d / "pgbouncer.ini")]),
+        as_server_user([PGBOUNCER, str(d / "pgbouncer.ini")], owner),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -19,31 +19,31 @@ from pathlib import Path
 SERVER_USER = "postgres"
 
 
-def as_server_user(argv: list[str]) -> list[str]:
-    """``argv`` run as ``SERVER_USER`` when we are root, else as is."""
+def as_server_user(argv: list[str], user: str = SERVER_USER) -> list[str]:
+    """``argv`` run as ``user`` when we are root, else as is."""
     if os.geteuid() != 0:
         return argv
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-    user = f"--reuid={SERVER_USER}", f"--regid={SERVER_USER}", "--init-groups"
-    return [setpriv, *user, "--", *argv]
+    ids = f"--reuid={user}", f"--regid={user}", "--init-groups"
+    return [setpriv, *ids, "--", *argv]
 
 
-def server_dir(prefix: str) -> Path:
+def server_dir(prefix: str, user: str = SERVER_USER) -> Path:
     """A new directory the server user owns and can reach (``/tmp`` is world-searchable; pytest's
     own temporary directories under ``/tmp/pytest-of-root`` are not)."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
     path.chmod(0o755)
     if os.geteuid() == 0:
-        entry = pwd.getpwnam(SERVER_USER)
+        entry = pwd.getpwnam(user)
         os.chown(path, entry.pw_uid, entry.pw_gid)
     return path
 
 
-def give_to_server_user(path: Path, mode: int) -> None:
+def give_to_server_user(path: Path, mode: int, user: str = SERVER_USER) -> None:
     """A file the server reads (a private key must be its own, mode 0600)."""
     path.chmod(mode)
     if os.geteuid() == 0:
-        entry = pwd.getpwnam(SERVER_USER)
+        entry = pwd.getpwnam(user)
         os.chown(path, entry.pw_uid, entry.pw_gid)
 
 

@@ -184,6 +184,9 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
     request_id: uuid.UUID
     message_id: uuid.UUID
     status: Literal["queued"] = "queued"
+    #: The run that waited for approval and this message superseded (cancelled, error code
+    #: ``superseded``); null when none did.
+    superseded_run_id: uuid.UUID | None = None
 
 
 # --- run requests -------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from app.repositories.claim_queue import ClaimQueueRepository
 from app.repositories.run_events import RunEventRepository
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
-from app.worker.errors import LEASE_EXPIRED
+from app.worker.errors import LEASE_EXPIRED, SUPERSEDED
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +66,9 @@ class ClaimedRun:
     repair: bool = True
     #: A run from an earlier checkpoint (issue 36): where it starts, and its version tag.
     fork: ForkStart | None = None
+    #: The thread's previous run was superseded by new input while it waited for a human:
+    #: its pending tool calls are answered as cancelled by the user's new message.
+    superseded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,7 @@ class RunClaims:
                     # A fork starts from a turn boundary, never a dangling call.
                     repair=fork is None and picked.previous_status != "completed",
                     fork=fork,
+                    superseded=picked.previous_error == SUPERSEDED.code,
                 )
         except IntegrityError:
             # Belt and braces: the partial unique index "one active run per thread" refused.

@@ -220,7 +220,13 @@ class RunExecutor:
             graph_input = await self._takeover_input(graph_input, claimed.thread_id, state)
         waiting: frozenset[str] = frozenset()
         if isinstance(graph_input, dict) and claimed.repair:
-            await repair_dangling_tool_calls(state, self.ledger, claimed.thread_id, claimed.run_id)
+            await repair_dangling_tool_calls(
+                state,
+                self.ledger,
+                claimed.thread_id,
+                claimed.run_id,
+                superseded=claimed.superseded,
+            )
         elif isinstance(graph_input, Command):
             snapshot = await state.get(claimed.thread_id)
             waiting = frozenset(str(i.id) for i in snapshot.interrupts)

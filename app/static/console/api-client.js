@@ -583,6 +583,7 @@ async function request(config, op, args, options) {
  * @property {string} request_id uuid
  * @property {string} message_id uuid
  * @property {"queued"} status default "queued"
+ * @property {(string | null)} superseded_run_id uuid
  */
 
 /**
@@ -687,7 +688,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | "graph_error")} RunErrorCode
+ * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | "graph_error" | "superseded")} RunErrorCode
  */
 
 /**
@@ -1410,7 +1411,7 @@ export function listThreads(config, args = {}, options = {}) {
 /**
  * PostMessage: POST /v1/threads/{thread_id}/messages (202)
  *
- * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`. While the thread's agent cannot run (an MCP server it uses does not answer; it is retried), the message is refused with 409 `agent_unavailable` and `Retry-After` (the next attempt), and nothing is written.
+ * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`. While the thread's agent cannot run (an MCP server it uses does not answer; it is retried), the message is refused with 409 `agent_unavailable` and `Retry-After` (the next attempt), and nothing is written. On a thread whose run waits for approval, the message supersedes it (unless the agent sets `on_input_while_interrupted = "queue"`): that run is cancelled (error code `superseded`, named in `superseded_run_id`), its pending tool calls are answered as not run, and the message runs next.
  *
  * @param {ClientConfig} config
  * @param {{thread_id: string, body: PostMessageIn}} args

@@ -369,7 +369,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "checkpoint_not_found" | "checkpoint_not_forkable" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "webhook_refused" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "checkpoint_not_found" | "checkpoint_not_forkable" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -384,6 +384,13 @@ async function request(config, op, args, options) {
  * @property {string} message_id uuid
  * @property {string} branch_id uuid
  * @property {"queued"} status default "queued"
+ */
+
+/**
+ * @typedef {Object} GraphStreamEvent
+ * @property {"graph"} type
+ * @property {string} mode
+ * @property {any} [data]
  */
 
 /**
@@ -539,7 +546,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes NothingToCompressOrNotSupportedError carries: `nothing_to_compress`: nothing could be offloaded or summarized / `not_supported`: the thread's agent does not declare the capability this needs.
+ * The `error` codes NothingToCompressOrNotSupportedError carries: `nothing_to_compress`: nothing could be offloaded or summarized / `not_supported`: the thread's agent does not declare the capability this needs, or the request names a feature Threadkeeper does not do (`fields` names it).
  * @typedef {("nothing_to_compress" | "not_supported")} NothingToCompressOrNotSupportedCode
  */
 

@@ -16,6 +16,7 @@ from tests.support.api import add_doc, messages, new_thread
 from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer, assert_every_call_answered
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -152,4 +153,37 @@ async def test_langgraph_run_supersedes_a_pending_approval(app_factory: AppFacto
             runs = await client.runs.list(tid)
             assert [r["status"] for r in runs] == ["success", "interrupted"]
             assert runs[1]["run_id"] == first_run
+        assert_every_call_answered(srv)
+
+
+async def test_a_graphs_own_interrupt_is_dropped_by_new_input(
+    app_factory: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An own graph waiting on ``interrupt(value)`` (the support desk's refund approval): new
+    input supersedes it too; the pending interrupt is dropped and the input runs."""
+    desk = ROOT / "examples" / "graphs" / "support_desk" / "langgraph.json"
+    with OpenAICompatibleServer() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        async with app_factory(agents_file=str(desk)) as h, serve_in_loop(h.app) as url:
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "refund please"}, headers=AUTH
+            )
+            waiting = await h.wait_for_run(tid, statuses={"interrupted", "failed", "completed"})
+            assert waiting["status"] == "interrupted", waiting
+            srv.enqueue_text("Two years.")
+            posted = await h.client.post(
+                f"/v1/threads/{tid}/messages",
+                json={"content": "and the warranty?"},
+                headers=AUTH,
+            )
+            assert posted.json()["superseded_run_id"] == waiting["id"]
+            done = await h.wait_for_run(
+                tid, statuses={"completed", "failed", "interrupted"}, exclude={waiting["id"]}
+            )
+            assert done["status"] == "completed", done
+            assert (await messages(h, tid))[-1]["content"] == "Two years."
+            state = await get_client(url=url, api_key=API_KEY).threads.get_state(tid)
+            assert state["tasks"] == [] and state["interrupts"] == []
         assert_every_call_answered(srv)

@@ -85,6 +85,10 @@ class IntakeService:
         With an ``idempotency_key`` already used on this thread (looked up under the same lock,
         so two concurrent retries cannot both insert): the same body gets the first request
         back and nothing is written; another body is refused.
+
+        On a thread whose run waits for a human answer (and whose agent does not queue behind
+        it), the statement writes nothing and names that run: ``_superseding`` then ends it and
+        writes the message in one transaction.
         """
         fingerprint = body_fingerprint(content) if idempotency_key is not None else None
         # One statement is its own transaction: autocommit saves the BEGIN and COMMIT round trips

@@ -268,3 +268,24 @@ async def test_webhook_refused_before_anything_is_queued(app_factory: AppFactory
         assert refused.value.response.status_code == 422
         assert refused.value.response.json()["error"] == "webhook_refused"
         assert await client.runs.list(tid) == []
+
+
+async def test_graph_stream_modes_of_an_assembled_agent(app_factory: AppFactory) -> None:
+    """The default agent's own nodes (model, tools) as LangGraph streams them, JSON all through
+    (messages included)."""
+    async with app_factory() as h, serve_in_loop(h.app) as url:
+        client = get_client(url=url, api_key=API_KEY)
+        tid = (await client.threads.create())["thread_id"]
+        parts = [
+            (p.event, p.data)
+            async for p in client.runs.stream(
+                tid, "default", input=human("When does a lease expire?"), stream_mode=["tasks"]
+            )
+        ]
+        names = {d["name"] for e, d in parts if e == "tasks"}
+        assert {"model", "tools"} <= names, parts
+        results = [
+            d for e, d in parts if e == "tasks" and d.get("name") == "model" and "result" in d
+        ]
+        messages = [m for r in results for m in (r["result"].get("messages") or [])]
+        assert messages and all(isinstance(m, dict) and m.get("type") == "ai" for m in messages)

@@ -143,6 +143,8 @@ class RunExecutor:
             result = runner.result()
             await self.outcomes.finish(claimed, result)
             bound.info("run_finished", status=result.status.value)
+            if result.status == RunStatus.INTERRUPTED:
+                await self._supersede_if_input_waits(claimed)
         except asyncio.CancelledError:
             runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -163,6 +165,15 @@ class RunExecutor:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await heartbeat
+
+    async def _supersede_if_input_waits(self, claimed: ClaimedRun) -> None:
+        """Input sent while the run ran, and the run then stopped for a human: unless the
+        agent queues behind approvals, the input supersedes it (``RunOutcomes``)."""
+        if claimed.agent_id in self.agents.queueing_agents():
+            return
+        timeout_ms = int(self.settings.lease_seconds * 1000)
+        if await self.outcomes.supersede_if_input_waits(claimed, timeout_ms):
+            log.info("run_superseded_by_queued_input", run_id=str(claimed.run_id))
 
     async def _stopped(self, claimed: ClaimedRun) -> None:
         if self.drain.stopping:  # stopped by drain/stop, not by a cancel or a lost lease

@@ -187,3 +187,35 @@ async def test_a_graphs_own_interrupt_is_dropped_by_new_input(
             state = await get_client(url=url, api_key=API_KEY).threads.get_state(tid)
             assert state["tasks"] == [] and state["interrupts"] == []
         assert_every_call_answered(srv)
+
+
+async def test_input_sent_while_running_supersedes_the_approval_it_then_asks(
+    app_factory: AppFactory,
+) -> None:
+    """A message queued while the run streams; the run then stops for approval: the queued
+    message supersedes it at once (as LangGraph's server runs the next queued input)."""
+    with OpenAICompatibleServer() as srv:
+        srv.enqueue_tool_call("query_kb", {"query": "lease"}, call_id="call-late")
+        gate = srv.hold()
+        async with app_factory(**provider(srv)) as h:
+            await add_doc(h)
+            tid = await new_thread(h)
+            await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "look it up"}, headers=AUTH
+            )
+            first = await h.wait_for_run(tid, statuses={"running"})
+            posted = await h.client.post(
+                f"/v1/threads/{tid}/messages", json={"content": "actually, hi"}, headers=AUTH
+            )
+            assert posted.json()["superseded_run_id"] is None  # it was running: queued
+            gate.set()
+            done = await h.wait_for_run(
+                tid, statuses={"completed", "failed", "interrupted"}, exclude={first["id"]}
+            )
+            assert done["status"] == "completed", done
+            old = (await h.client.get(f"/v1/runs/{first['id']}", headers=AUTH)).json()
+            assert old["status"] == "cancelled" and old["error_code"] == "superseded"
+            history = await messages(h, tid)
+            assert [m["content"] for m in history if m["role"] == "tool"] == [SUPERSEDED_CALL]
+            assert history[-1]["content"] == "Echo: actually, hi"
+        assert_every_call_answered(srv)

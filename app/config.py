@@ -105,11 +105,14 @@ class HttpSettings(_Group, frozen=True, kw_only=True):
     #: Browser origins allowed by CORS (``https://app.example.com``, comma separated; ``*`` for
     #: any). Empty (default): no CORS headers, so browsers on other origins are refused.
     cors_origins: str = ""
+    #: LangGraph run webhooks (app/api/langgraph/webhooks.py): reach private addresses?
+    webhook_allow_private: bool = False
+    webhook_timeout_seconds: float = 10.0
+    webhook_attempts: int = 3
 
     def __post_init__(self) -> None:
-        self._require(
-            "http_keep_alive_seconds", "http_header_timeout_seconds", "http_max_head_bytes"
-        )
+        self._require("http_keep_alive_seconds", "http_header_timeout_seconds")
+        self._require("http_max_head_bytes", "webhook_timeout_seconds", "webhook_attempts")
         self._require("http_shutdown_timeout_seconds", strict=False)
         self.cors_origin_list()
 

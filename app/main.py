@@ -30,6 +30,7 @@ from app.api.errors import EXCEPTION_HANDLERS, migrated_schema_guard
 from app.api.followers import Followers
 from app.api.json_guard import GuardedRequest
 from app.api.langgraph import langgraph_handlers
+from app.api.langgraph.webhooks import Webhooks
 from app.api.observe import observe_requests
 from app.api.openapi import dedupe_security, document_errors
 from app.api.openapi_types import shape_types
@@ -169,6 +170,7 @@ def create_app(
             # Normally done by the server when shutdown starts (app/http_server.py); here too
             # for servers that go straight to the lifespan's end.
             app.state.followers.close()
+            await app.state.webhooks.close()
             await app.state.authenticator.close()
             await container.close()
             telemetry.shutdown(provider)
@@ -222,6 +224,7 @@ def create_app(
                 "followers": Followers(
                     settings.limits.max_streams_per_principal, settings.limits.max_streams
                 ),
+                "webhooks": Webhooks(settings.http),
                 "stream_tokens": StreamTokens(
                     settings.auth.stream_token_secret,
                     settings.auth.api_key_map(),

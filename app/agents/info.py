@@ -40,6 +40,8 @@ class AgentInfo:
     recursion_limit: int
     tools: tuple[ToolInfo, ...]
     unavailable_reason: str | None = None
+    #: ``supersede`` or ``queue`` (``AgentSpec.on_input_while_interrupted``).
+    on_input_while_interrupted: str = "supersede"
 
     @property
     def available(self) -> bool:
@@ -71,6 +73,7 @@ def agent_info(
         recursion_limit=spec.recursion_limit,
         tools=tuple(_tool_info(t, approvals) for t in tools),
         unavailable_reason=unavailable,
+        on_input_while_interrupted=spec.on_input_while_interrupted,
     )
 
 

@@ -104,6 +104,11 @@ class AgentRegistry:
     def info(self, agent_id: str) -> AgentInfo | None:
         return self._infos.get(agent_id)
 
+    def queueing_agents(self) -> list[str]:
+        """The agents whose input waits behind an interrupted run (``on_input_while_interrupted
+        = "queue"``); every other agent's input supersedes it."""
+        return [i.id for i in self._infos.values() if i.on_input_while_interrupted == "queue"]
+
     def is_registered(self, agent_id: str) -> bool:
         return agent_id in self._infos
 

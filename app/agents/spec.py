@@ -124,6 +124,11 @@ class AgentSpec(_Spec, frozen=True, kw_only=True):
     compression: BudgetSpec = msgspec.field(default_factory=BudgetSpec)
     #: The tool the offline model calls with ``{"query": <the user's turn>}`` (default query_kb).
     offline_lookup_tool: str = QUERY_KB
+    #: New input on a thread whose run waits for a human answer: ``supersede`` (the default)
+    #: ends the waiting run (its pending tool calls answered as not run, a graph's own
+    #: interrupt dropped) and runs the input; ``queue`` keeps it queued until the run is
+    #: resumed or cancelled.
+    on_input_while_interrupted: Literal["supersede", "queue"] = "supersede"
 
     @property
     def display_name(self) -> str:

@@ -30,6 +30,7 @@ STATUS: dict[str, int] = {
     "unprocessable": 422,
     "nothing_to_compress": 422,
     "not_supported": 422,
+    "webhook_refused": 422,
     "unknown_agent": 422,
     "agent_mismatch": 422,
     "idempotency_key_reused": 422,

@@ -58,7 +58,10 @@ MEANINGS: dict[str, str] = {
     "agent_unavailable": "the thread's agent is not registered any more, or cannot run now (an "
     "MCP server it uses does not answer: retried, `Retry-After` names the next attempt)",
     "agent_mismatch": "the thread's agent is fixed where it was chosen; this names another",
-    "not_supported": "the thread's agent does not declare the capability this needs",
+    "not_supported": "the thread's agent does not declare the capability this needs, or the "
+    "request names a feature Threadkeeper does not do (`fields` names it)",
+    "webhook_refused": "the run's `webhook` is not an http(s) URL, or its host is (or resolves "
+    "to) a loopback, link-local or private address (THREADKEEPER_WEBHOOK_ALLOW_PRIVATE)",
     "not_implemented": "Threadkeeper does not serve this part of LangGraph's API",
     "invalid_tool_arguments": "edited tool arguments do not fit the tool's argument schema",
     "unprocessable": "the request is well-formed but cannot be processed",

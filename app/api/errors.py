@@ -26,6 +26,7 @@ from app.domain.errors import (
     DatabaseUnavailable,
     DomainError,
     InvalidToken,
+    NotSupported,
     SchemaNotMigrated,
     ServiceUnavailable,
     ValidationFailed,
@@ -72,7 +73,7 @@ def domain_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[
     else:
         headers = THREAD_BUSY_RETRY_AFTER if exc.code == "thread_busy" else None
     fields = None
-    if isinstance(exc, ValidationFailed) and exc.field:
+    if isinstance(exc, ValidationFailed | NotSupported) and exc.field:
         fields = [{"field": exc.field, "message": exc.detail}]
     return _body(exc.code, exc.detail, headers, fields=fields)
 

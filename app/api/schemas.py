@@ -53,8 +53,12 @@ class ErrorCode(enum.StrEnum):
     #: A malformed request on the LangGraph door (422, as LangGraph's server answers it).
     UNPROCESSABLE = "unprocessable"
     NOTHING_TO_COMPRESS = "nothing_to_compress"
-    #: CompressContext on a thread whose agent lacks the ``manual_compression`` capability.
+    #: CompressContext on a thread whose agent lacks the ``manual_compression`` capability; a
+    #: LangGraph run naming a feature Threadkeeper does not do (``fields`` names it).
     NOT_SUPPORTED = "not_supported"
+    #: A LangGraph run's ``webhook`` is not http(s), or names a loopback, link-local or private
+    #: address (``THREADKEEPER_WEBHOOK_ALLOW_PRIVATE``).
+    WEBHOOK_REFUSED = "webhook_refused"
     #: A part of LangGraph's API Threadkeeper does not serve (501).
     NOT_IMPLEMENTED = "not_implemented"
     #: CreateThread named an agent that is not registered (ListAgents lists them).
@@ -184,6 +188,9 @@ class PostMessageOut(msgspec.Struct, kw_only=True):
     request_id: uuid.UUID
     message_id: uuid.UUID
     status: Literal["queued"] = "queued"
+    #: The run that waited for approval and this message superseded (cancelled, error code
+    #: ``superseded``); null when none did.
+    superseded_run_id: uuid.UUID | None = None
 
 
 # --- run requests -------------------------------------------------------------------------------

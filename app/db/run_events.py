@@ -187,6 +187,15 @@ class CustomEvent(msgspec.Struct, kw_only=True):
     data: Any = None
 
 
+class GraphStreamEvent(msgspec.Struct, kw_only=True):
+    """What LangGraph itself streamed in a mode only a run that named it records (``tasks``,
+    ``checkpoints``, ``debug``), as JSON; the LangGraph door passes it through."""
+
+    type: Literal["graph"]
+    mode: str
+    data: Any = None
+
+
 #: Every event payload; each is documented as its own component schema.
 RunEventData = (
     StatusEvent
@@ -195,6 +204,7 @@ RunEventData = (
     | CompressionEvent
     | ProviderRetryEvent
     | CustomEvent
+    | GraphStreamEvent
 )
 
 #: The payload struct of each row ``type``.
@@ -205,6 +215,7 @@ EVENT_TYPES: dict[str, type[RunEventData]] = {
     "compression": CompressionEvent,
     "provider_retry": ProviderRetryEvent,
     "custom": CustomEvent,
+    "graph": GraphStreamEvent,
 }
 
 

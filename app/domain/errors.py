@@ -73,9 +73,21 @@ class AgentMismatch(DomainError):
 
 
 class NotSupported(DomainError):
-    """The thread's agent does not declare the capability the operation needs."""
+    """The thread's agent does not declare the capability the operation needs, or the request
+    names a feature Threadkeeper does not do (``field``: which part of the request)."""
 
     code = "not_supported"
+
+    def __init__(self, detail: str = "", *, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.field = field
+
+
+class WebhookRefused(DomainError):
+    """A run's webhook URL is not http(s), or names an address the deployment does not let
+    webhooks reach (loopback, link-local, private)."""
+
+    code = "webhook_refused"
 
 
 class NotFound(DomainError):

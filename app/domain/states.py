@@ -23,6 +23,7 @@ RunErrorCode = Literal[
     "cancelled",
     "agent_unavailable",
     "graph_error",
+    "superseded",
 ]
 #: A thread's computed status (ConversationRepository.statuses): idle, its active run's status,
 #: or queued (input waits and no run is active).

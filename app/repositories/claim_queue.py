@@ -41,10 +41,10 @@ WITH heads AS MATERIALIZED (
 ),
 ready AS MATERIALIZED (
     SELECT h.conversation_id, greatest(h.created_at, prev.finished_at) AS ready_at,
-        prev.status AS previous_status
+        prev.status AS previous_status, prev.error_code AS previous_error
     FROM heads h
     LEFT JOIN LATERAL (
-        SELECT p.finished_at, p.status FROM agent_runs p
+        SELECT p.finished_at, p.status, p.error_code FROM agent_runs p
         WHERE p.conversation_id = h.conversation_id
         ORDER BY p.created_at DESC
         LIMIT 1
@@ -55,13 +55,14 @@ ready AS MATERIALIZED (
     )
 ),
 picked AS (
-    SELECT c.id, c.owner_id, c.agent_id, ready.previous_status
+    SELECT c.id, c.owner_id, c.agent_id, ready.previous_status, ready.previous_error
     FROM ready JOIN conversations c ON c.id = ready.conversation_id
     ORDER BY ready.ready_at, ready.conversation_id
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
 SELECT picked.id AS thread_id, picked.owner_id, picked.agent_id, picked.previous_status,
+    picked.previous_error,
     (SELECT count(*) FROM ready) AS ready,
     EXISTS (
         SELECT 1 FROM agent_runs h
@@ -96,6 +97,8 @@ class Picked:
     previous_status: str | None = None
     #: Runs handed back (resumed, or released by a draining worker) wait for a worker.
     handed_back: bool = False
+    #: The error code of the thread's latest run (``superseded``: ended by new input).
+    previous_error: str | None = None
 
 
 class ClaimQueueRepository:
@@ -112,6 +115,7 @@ class ClaimQueueRepository:
             int(row.ready),
             None if row.previous_status is None else str(row.previous_status),
             bool(row.handed_back),
+            None if row.previous_error is None else str(row.previous_error),
         )
 
     async def seconds_to_next_expiry(self) -> float | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,15 +38,25 @@ IDEMPOTENCY_KEY_INDEX = "uq_requests_conversation_idempotency_key"
 # ``earlier``: a request of this thread with the same Idempotency-Key (never one with a NULL
 # key: ``= NULL`` is not true). When there is one, nothing is written and the last SELECT's
 # second branch returns it with its message's seq and its body's fingerprint.
-# Not indented, and the request insert first: pg_stat_activity shows only the first 1 kB of a
-# statement, and operators (and tests/integration/test_faults.py) look for what it is blocked on.
+# ``waiting``: with ``:supersede``, the thread's run waiting for a human answer (unless the
+# thread's agent is one of ``:queueing``): then nothing is written either and the third branch
+# names it; the caller supersedes it and writes the input in one transaction
+# (``IntakeService``). The redundant ``IN`` lets the partial index of active runs serve.
+# It begins by naming what it writes: pg_stat_activity shows only the first 1 kB of a statement,
+# and operators (and tests/integration/test_faults.py) look for what it is blocked on.
 _ACCEPT = text(
-    """
+    """-- intake: INSERT INTO agent_run_requests (and its user message)
 WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', :lock_timeout, true) AS v),
 locked AS (
-    SELECT c.id FROM conversations c, cfg
+    SELECT c.id, c.agent_id FROM conversations c, cfg
     WHERE c.id = :thread_id AND c.owner_id = :owner_id
     FOR UPDATE OF c
+),
+waiting AS (
+    SELECT a.id FROM agent_runs a, locked
+    WHERE :supersede AND a.conversation_id = locked.id
+        AND a.status IN ('running', 'interrupted') AND a.status = 'interrupted'
+        AND NOT (locked.agent_id = ANY(CAST(:queueing AS text[])))
 ),
 earlier AS (
     SELECT r.id, r.idempotency_fingerprint, CAST(r.payload->>'message_id' AS uuid) AS message_id
@@ -59,6 +69,7 @@ conv AS (
         next_request_seq = c.next_request_seq + 1,
         updated_at = now()
     FROM locked WHERE c.id = locked.id AND NOT EXISTS (SELECT 1 FROM earlier)
+        AND NOT EXISTS (SELECT 1 FROM waiting)
     RETURNING c.next_message_seq - 1 AS message_seq, c.next_request_seq - 1 AS request_seq,
         c.branch_id
 ),
@@ -83,11 +94,15 @@ SELECT req.id AS request_id, CAST(:message_id AS uuid) AS message_id, msg.seq,
     CASE WHEN NOT EXISTS (
         SELECT 1 FROM agent_run_requests q
         WHERE q.conversation_id = :thread_id AND q.status = 'queued'
-    ) THEN pg_notify(:work_channel, '') END AS woke
+    ) THEN pg_notify(:work_channel, '') END AS woke,
+    NULL::uuid AS waiting_run
 FROM msg, req
 UNION ALL
-SELECT e.id, e.message_id, m.seq, e.idempotency_fingerprint, true, NULL
+SELECT e.id, e.message_id, m.seq, e.idempotency_fingerprint, true, NULL, NULL
 FROM earlier e JOIN messages m ON m.id = e.message_id
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, false, NULL, w.id
+FROM waiting w WHERE NOT EXISTS (SELECT 1 FROM earlier)
 """
 )
 
@@ -131,6 +146,11 @@ class AcceptedRow:
     #: this is the earlier request; ``fingerprint`` is then the earlier body's.
     replayed: bool = False
     fingerprint: str | None = None
+    #: Nothing was written: this run of the thread waits for a human answer, and new input
+    #: supersedes it (``supersede=True``); the caller does both in one transaction.
+    waiting_run: uuid.UUID | None = None
+    #: The run this input superseded (set by the use case that ended it).
+    superseded: uuid.UUID | None = None
 
 
 class IntakeRepository:
@@ -194,9 +214,13 @@ class IntakeRepository:
         fingerprint: str | None = None,
         lc_id: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        supersede: bool = False,
+        queueing: Sequence[str] = (),
     ) -> AcceptedRow:
         """Message + queued request under the thread's row lock, or (``idempotency_key`` used
-        before on this thread) the earlier request, unchanged. NotFound for a thread the owner
+        before on this thread) the earlier request, unchanged; or, with ``supersede``, nothing
+        but the id of the thread's run waiting for a human answer (``waiting_run``) unless the
+        thread's agent is one of ``queueing``. NotFound for a thread the owner
         cannot see, ThreadBusy when the lock is not granted within the timeout.
 
         Two concurrent posts with the same key: the second waits for the first's lock, but its
@@ -215,6 +239,8 @@ class IntakeRepository:
                     fingerprint=fingerprint,
                     lc_id=lc_id,
                     extra=extra,
+                    supersede=supersede,
+                    queueing=queueing,
                 )
             except IntegrityError as exc:
                 if attempt == 2 or constraint_of(exc) != IDEMPOTENCY_KEY_INDEX:
@@ -269,6 +295,8 @@ class IntakeRepository:
         fingerprint: str | None,
         lc_id: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        supersede: bool = False,
+        queueing: Sequence[str] = (),
     ) -> AcceptedRow:
         """``lc_id``: the user message's LangChain id (a LangGraph client may choose it);
         ``extra``: more of the request's payload (e.g. the stream modes a LangGraph run named)."""
@@ -295,11 +323,20 @@ class IntakeRepository:
                     "idempotency_key": idempotency_key,
                     "fingerprint": fingerprint,
                     "work_channel": WORK_CHANNEL,
+                    "supersede": supersede,
+                    "queueing": list(queueing),
                 },
             )
             row = result.first()
         if row is None:
             raise NotFound(f"thread {thread_id} not found")
+        if row.waiting_run is not None:
+            return AcceptedRow(
+                request_id=uuid.UUID(int=0),
+                message_id=uuid.UUID(int=0),
+                seq=0,
+                waiting_run=row.waiting_run,
+            )
         return AcceptedRow(
             request_id=row.request_id,
             message_id=row.message_id,

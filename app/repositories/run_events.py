@@ -14,6 +14,7 @@ from app.db.run_events import (
     CompressionEvent,
     CustomEvent,
     DeltaEvent,
+    GraphStreamEvent,
     MessageAddedEvent,
     ProviderRetryEvent,
     event_row,
@@ -22,7 +23,14 @@ from app.db.run_events import (
 #: LISTEN/NOTIFY channel that wakes event streams (see app/worker/notifier.py).
 RUN_EVENTS_CHANNEL = "threadkeeper_run_events"
 #: The events a run's activity appends (its status events come with its status transitions).
-ActivityEvent = DeltaEvent | MessageAddedEvent | CompressionEvent | ProviderRetryEvent | CustomEvent
+ActivityEvent = (
+    DeltaEvent
+    | MessageAddedEvent
+    | CompressionEvent
+    | ProviderRetryEvent
+    | CustomEvent
+    | GraphStreamEvent
+)
 
 
 class RunEventRepository:

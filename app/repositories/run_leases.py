@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import TextClause, text
@@ -113,7 +113,7 @@ claimed AS (
         lease_expires_at = now() + make_interval(secs => :lease_seconds),
         resume_payload = NULL
     FROM picked WHERE r.id = picked.id
-    RETURNING r.id, r.conversation_id, picked.resume_payload
+    RETURNING r.id, r.conversation_id, r.request_id, picked.resume_payload
 ),
 ev AS (
     INSERT INTO run_events (run_id, type, data)
@@ -122,8 +122,9 @@ ev AS (
 )
 SELECT claimed.id, claimed.conversation_id AS thread_id, claimed.resume_payload,
     c.owner_id, c.agent_id, pg_notify(:channel, CAST(claimed.id AS text)) AS woke,
-    (SELECT count(*) FROM ev) AS events
+    (SELECT count(*) FROM ev) AS events, q.payload AS request_payload
 FROM claimed JOIN conversations c ON c.id = claimed.conversation_id
+LEFT JOIN agent_run_requests q ON q.id = claimed.request_id
 """
 )
 
@@ -245,6 +246,8 @@ class Resumable:
     agent_id: str
     #: What it was handed back with: a human's decisions, or a draining worker's handoff.
     payload: Any
+    #: The payload of the request the run answers (its graph options: ``configurable``...).
+    request_payload: dict[str, Any] = field(default_factory=dict)
 
 
 def _event_json(event: StatusEvent) -> str:
@@ -334,7 +337,14 @@ class RunLeaseStatements:
         ).first()
         if row is None:
             return None
-        return Resumable(row.id, row.thread_id, row.owner_id, row.agent_id, row.resume_payload)
+        return Resumable(
+            row.id,
+            row.thread_id,
+            row.owner_id,
+            row.agent_id,
+            row.resume_payload,
+            row.request_payload or {},
+        )
 
     async def finish(
         self,

@@ -29,6 +29,8 @@ WORK_CHANNEL = "threadkeeper_work"
 #: back): every round sends them, and only a literal lets a cached generic plan use the partial
 #: index of active runs instead of scanning every finished run (see ``ACTIVE_RUN_SQL``).
 _RUNNING_LITERAL = text("agent_runs.status = 'running'")
+#: ``status = 'queued'`` as a literal, so the partial index of queued requests serves.
+_QUEUED_LITERAL = text("agent_run_requests.status = 'queued'")
 
 
 class RunRequestRepository:
@@ -52,6 +54,15 @@ class RunRequestRepository:
 
     async def get(self, request_id: uuid.UUID) -> AgentRunRequest | None:
         return await self.session.get(AgentRunRequest, request_id)
+
+    async def has_queued(self, thread_id: uuid.UUID) -> bool:
+        """Whether input waits in the thread's queue (the partial index of queued requests)."""
+        found = await self.session.scalar(
+            select(AgentRunRequest.id)
+            .where(AgentRunRequest.thread_id == thread_id, _QUEUED_LITERAL)
+            .limit(1)
+        )
+        return found is not None
 
     async def get_owned(
         self, request_id: uuid.UUID, owner_id: str, *, for_update: bool = False

@@ -5,19 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.agents.registry import AgentRegistry
+from app.db.models import RunStatus
 from app.db.session import autocommit
 from app.domain.errors import AgentMismatch, IdempotencyKeyReused, NotFound, ThreadBusy
 from app.repositories.branches import BranchRepository
 from app.repositories.conversations import ConversationRepository
 from app.repositories.intake import AcceptedRow, IntakeRepository
+from app.repositories.run_leases import RunLeaseStatements
+from app.repositories.runs import RunRepository
 from app.services.forks import ForkAsk, fork_point
+from app.worker.errors import SUPERSEDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +31,8 @@ class Accepted:
     seq: int
     #: A fork: the branch it made the thread's current one.
     branch_id: uuid.UUID | None = None
+    #: The run that waited for a human answer and this input superseded (ended, cancelled).
+    superseded_run_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +85,10 @@ class IntakeService:
         With an ``idempotency_key`` already used on this thread (looked up under the same lock,
         so two concurrent retries cannot both insert): the same body gets the first request
         back and nothing is written; another body is refused.
+
+        On a thread whose run waits for a human answer (and whose agent does not queue behind
+        it), the statement writes nothing and names that run: ``_superseding`` then ends it and
+        writes the message in one transaction.
         """
         fingerprint = body_fingerprint(content) if idempotency_key is not None else None
         # One statement is its own transaction: autocommit saves the BEGIN and COMMIT round trips
@@ -98,6 +108,24 @@ class IntakeService:
                 lock_timeout_ms=self.lock_timeout_ms,
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
+                supersede=True,
+                queueing=self._queueing(),
+            )
+        if row.waiting_run is not None:
+            waiting = row.waiting_run
+            row = await self._superseding(
+                thread_id,
+                owner_id,
+                waiting,
+                lambda repo, extra: repo.accept_user_message(
+                    thread_id,
+                    owner_id,
+                    content,
+                    lock_timeout_ms=self.lock_timeout_ms,
+                    idempotency_key=idempotency_key,
+                    fingerprint=fingerprint,
+                    extra=extra,
+                ),
             )
         if row.replayed and row.fingerprint != fingerprint:
             raise IdempotencyKeyReused(
@@ -107,24 +135,45 @@ class IntakeService:
 
     async def post_run(self, thread_id: uuid.UUID, owner_id: str, ask: RunAsk) -> Accepted:
         """New input as a run: the thread's agent checked (chosen on first use, then fixed),
-        then message + queued request as ``post_message`` writes them; ``only_if_idle`` takes
-        the row lock first and writes only if the thread is idle (THE busy answer,
-        ``ConversationRepository.status``), in one transaction."""
+        then message + queued request as ``post_message`` writes them (superseding a run that
+        waits for a human answer, as there); ``only_if_idle`` takes the row lock first and
+        writes only if the thread is idle (THE busy answer, ``ConversationRepository.status``)
+        or only waits for a human answer (superseded), in one transaction."""
         async with autocommit(self.engine) as conn:
             repo = IntakeRepository(conn)
             agent_id = await self._agent_for_run(repo, thread_id, owner_id, ask.agent_id)
             if self.agents is not None:
                 self.agents.require_available(agent_id)
+            fast = None
             if not ask.only_if_idle:
-                return self._accepted(await self._accept(repo, thread_id, owner_id, ask))
+                fast = await self._accept(repo, thread_id, owner_id, ask, supersede=True)
+        if fast is not None and fast.waiting_run is None:
+            return self._accepted(fast)
+        if fast is not None and fast.waiting_run is not None:
+            return self._accepted(
+                await self._superseding(
+                    thread_id,
+                    owner_id,
+                    fast.waiting_run,
+                    lambda repo, extra: self._accept(
+                        repo, thread_id, owner_id, ask, extra={**ask.extra, **extra}
+                    ),
+                )
+            )
         async with AsyncSession(self.engine) as session, session.begin():
             conversations = ConversationRepository(session)
             await conversations.lock(thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms)
-            if await conversations.status(thread_id) != "idle":
+            status = await conversations.status(thread_id)
+            superseded: uuid.UUID | None = None
+            if status == "interrupted" and agent_id not in self._queueing():
+                # Only a run waiting for a human answer: new input supersedes it (not busy).
+                superseded = await self._supersede(session, thread_id)
+            elif status != "idle":
                 raise ThreadBusy("the thread has a run or queued input")
             repo = IntakeRepository(await session.connection())
-            row = await self._accept(repo, thread_id, owner_id, ask)
-        return self._accepted(row)
+            extra = {"supersedes": str(superseded)} if superseded is not None else {}
+            row = await self._accept(repo, thread_id, owner_id, ask, extra={**ask.extra, **extra})
+        return self._accepted(row, superseded)
 
     async def fork(self, thread_id: uuid.UUID, owner_id: str, ask: ForkAsk) -> Accepted:
         """A run from an earlier checkpoint (app/services/forks.py): under the row lock, only
@@ -188,7 +237,14 @@ class IntakeService:
         return Accepted(accepted.request_id, accepted.message_id, accepted.seq, branch_id)
 
     async def _accept(
-        self, repo: IntakeRepository, thread_id: uuid.UUID, owner_id: str, ask: RunAsk
+        self,
+        repo: IntakeRepository,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        ask: RunAsk,
+        *,
+        supersede: bool = False,
+        extra: Mapping[str, Any] | None = None,
     ) -> AcceptedRow:
         return await repo.accept_user_message(
             thread_id,
@@ -196,8 +252,59 @@ class IntakeService:
             ask.content,
             lock_timeout_ms=self.lock_timeout_ms,
             lc_id=ask.lc_id,
-            extra=ask.extra,
+            extra=ask.extra if extra is None else extra,
+            supersede=supersede,
+            queueing=self._queueing() if supersede else (),
         )
+
+    def _queueing(self) -> list[str]:
+        """The agents whose input queues behind an interrupted run (the others' supersedes)."""
+        return self.agents.queueing_agents() if self.agents is not None else []
+
+    async def _superseding(
+        self,
+        thread_id: uuid.UUID,
+        owner_id: str,
+        waiting: uuid.UUID,
+        accept: Callable[[IntakeRepository, dict[str, Any]], Awaitable[AcceptedRow]],
+    ) -> AcceptedRow:
+        """New input on a thread whose run ``waiting`` waits for a human answer: in ONE
+        transaction, under the thread's row lock, that run ends (``cancelled``, error code
+        ``superseded``, through the run state machine) and the input is queued (``accept``).
+        The worker that starts the next run answers the run's pending tool calls as cancelled
+        by the new message (app/worker/repair.py), so no provider sees a dangling call."""
+        async with AsyncSession(self.engine) as session, session.begin():
+            await ConversationRepository(session).lock(
+                thread_id, owner_id=owner_id, timeout_ms=self.lock_timeout_ms
+            )
+            superseded = await self._supersede(session, thread_id, waiting)
+            extra = {"supersedes": str(superseded)} if superseded is not None else {}
+            row = await accept(IntakeRepository(await session.connection()), extra)
+        if superseded is None:
+            return row
+        return AcceptedRow(
+            row.request_id,
+            row.message_id,
+            row.seq,
+            row.replayed,
+            row.fingerprint,
+            superseded=superseded,
+        )
+
+    async def _supersede(
+        self, session: AsyncSession, thread_id: uuid.UUID, waiting: uuid.UUID | None = None
+    ) -> uuid.UUID | None:
+        """End the thread's run that waits for a human answer (the caller holds the thread's
+        lock, so it cannot be resumed meanwhile); its id, or None when it no longer waits."""
+        runs = RunRepository(session)
+        if waiting is None:
+            latest = await runs.list_for_thread(thread_id, limit=1)
+            waiting = latest[0].id if latest else None
+        run = await runs.lock(waiting) if waiting is not None else None
+        if run is None or run.status != RunStatus.INTERRUPTED:
+            return None
+        await RunLeaseStatements(session).cancel(run.id, SUPERSEDED)
+        return run.id
 
     async def _agent_for_run(
         self, repo: IntakeRepository, thread_id: uuid.UUID, owner_id: str, named: str | None
@@ -223,7 +330,12 @@ class IntakeService:
             "where it was chosen)"
         )
 
-    def _accepted(self, row: AcceptedRow) -> Accepted:
+    def _accepted(self, row: AcceptedRow, superseded: uuid.UUID | None = None) -> Accepted:
         if not row.replayed and self.on_enqueued is not None:
             self.on_enqueued()
-        return Accepted(request_id=row.request_id, message_id=row.message_id, seq=row.seq)
+        return Accepted(
+            request_id=row.request_id,
+            message_id=row.message_id,
+            seq=row.seq,
+            superseded_run_id=superseded or row.superseded,
+        )

@@ -9,7 +9,7 @@ index "one running/interrupted run per thread", never from LangGraph, which has 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -25,7 +25,7 @@ from app.repositories.claim_queue import ClaimQueueRepository
 from app.repositories.run_events import RunEventRepository
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
-from app.worker.errors import LEASE_EXPIRED
+from app.worker.errors import LEASE_EXPIRED, SUPERSEDED
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +66,35 @@ class ClaimedRun:
     repair: bool = True
     #: A run from an earlier checkpoint (issue 36): where it starts, and its version tag.
     fork: ForkStart | None = None
+    #: The thread's previous run was superseded by new input while it waited for a human:
+    #: its pending tool calls are answered as cancelled by the user's new message.
+    superseded: bool = False
+    #: What the run's request asked of the graph (a LangGraph run's ``config.configurable``,
+    #: ``context`` and the stream modes only the graph can produce).
+    options: GraphOptions = field(default_factory=lambda: GraphOptions())
+
+
+#: Stream modes the worker streams from the graph only when a run asks for them (the door
+#: passes their parts through as LangGraph produced them).
+GRAPH_STREAM_MODES = ("tasks", "checkpoints", "debug")
+
+
+@dataclass(frozen=True, slots=True)
+class GraphOptions:
+    configurable: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    stream_modes: tuple[str, ...] = ()
+
+
+def options_of(payload: dict[str, Any]) -> GraphOptions:
+    configurable = payload.get("configurable")
+    context = payload.get("context")
+    modes = [m for m in payload.get("stream_mode") or [] if m in GRAPH_STREAM_MODES]
+    return GraphOptions(
+        configurable=dict(configurable) if isinstance(configurable, dict) else {},
+        context=dict(context) if isinstance(context, dict) else None,
+        stream_modes=tuple(dict.fromkeys(modes)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +214,8 @@ class RunClaims:
                     # A fork starts from a turn boundary, never a dangling call.
                     repair=fork is None and picked.previous_status != "completed",
                     fork=fork,
+                    superseded=picked.previous_error == SUPERSEDED.code,
+                    options=options_of(payload),
                 )
         except IntegrityError:
             # Belt and braces: the partial unique index "one active run per thread" refused.
@@ -205,7 +236,12 @@ class RunClaims:
         if isinstance(graph_input, Handoff):
             log.info("run_taken_over", run_id=str(claimed.run_id), holder=self.holder)
         return ClaimedRun(
-            claimed.run_id, claimed.thread_id, claimed.owner_id, graph_input, claimed.agent_id
+            claimed.run_id,
+            claimed.thread_id,
+            claimed.owner_id,
+            graph_input,
+            claimed.agent_id,
+            options=options_of(claimed.request_payload),
         )
 
     async def recover_expired(self) -> int:

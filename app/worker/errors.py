@@ -42,6 +42,8 @@ INTERNAL_ERROR = RunError("internal_error", "Internal error; the server log has 
 LEASE_EXPIRED = RunError("lease_expired", "lease expired: the worker running it stopped responding")
 WORKER_STOPPED = RunError("worker_stopped", "worker stopped")
 CANCELLED = RunError("cancelled", "cancelled by request")
+#: An interrupted run ended by new input on its thread (``on_input_while_interrupted``).
+SUPERSEDED = RunError("superseded", "cancelled: the user sent a new message instead")
 AGENT_UNAVAILABLE = RunError(
     "agent_unavailable",
     "The thread's agent is not available in this deployment (removed from the agents file, "

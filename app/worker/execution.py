@@ -9,7 +9,7 @@ import contextlib
 import traceback
 import uuid
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from langchain_core.messages import AIMessageChunk
@@ -33,14 +33,30 @@ from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.run_events import ActivityEvent
 from app.repositories.run_leases import RunLeaseStatements
-from app.worker.claims import ClaimedRun, Handoff
+from app.worker.claims import GRAPH_STREAM_MODES, ClaimedRun, GraphOptions, Handoff
 from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
-from app.worker.ledger import DeltaBuffer, LeaseLost, RunLedger, custom_event, interrupt_payload
+from app.worker.ledger import (
+    DeltaBuffer,
+    LeaseLost,
+    RunLedger,
+    custom_event,
+    graph_stream_event,
+    interrupt_payload,
+)
 from app.worker.outage import DATABASE_RETRIES, DatabaseWait, ResumePoint
 from app.worker.outcome import RunOutcomes, RunResult
 from app.worker.repair import repair_dangling_tool_calls
 
 log = structlog.get_logger(__name__)
+
+
+def _own_context(runtime: AgentRuntime, options: GraphOptions) -> Any:
+    """A graph of the user's own gets the run's ``context`` (``{}`` when it named none and the
+    graph declares a ``context_schema``, as LangGraph's server gives it: the schema's
+    defaults), coerced by LangGraph into its schema."""
+    if options.context is not None:
+        return options.context
+    return {} if getattr(runtime.graph, "context_schema", None) is not None else None
 
 
 class HandedOff(Exception):
@@ -127,6 +143,8 @@ class RunExecutor:
             result = runner.result()
             await self.outcomes.finish(claimed, result)
             bound.info("run_finished", status=result.status.value)
+            if result.status == RunStatus.INTERRUPTED:
+                await self._supersede_if_input_waits(claimed)
         except asyncio.CancelledError:
             runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -147,6 +165,15 @@ class RunExecutor:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await heartbeat
+
+    async def _supersede_if_input_waits(self, claimed: ClaimedRun) -> None:
+        """Input sent while the run ran, and the run then stopped for a human: unless the
+        agent queues behind approvals, the input supersedes it (``RunOutcomes``)."""
+        if claimed.agent_id in self.agents.queueing_agents():
+            return
+        timeout_ms = int(self.settings.lease_seconds * 1000)
+        if await self.outcomes.supersede_if_input_waits(claimed, timeout_ms):
+            log.info("run_superseded_by_queued_input", run_id=str(claimed.run_id))
 
     async def _stopped(self, claimed: ClaimedRun) -> None:
         if self.drain.stopping:  # stopped by drain/stop, not by a cancel or a lost lease
@@ -220,7 +247,13 @@ class RunExecutor:
             graph_input = await self._takeover_input(graph_input, claimed.thread_id, state)
         waiting: frozenset[str] = frozenset()
         if isinstance(graph_input, dict) and claimed.repair:
-            await repair_dangling_tool_calls(state, self.ledger, claimed.thread_id, claimed.run_id)
+            await repair_dangling_tool_calls(
+                state,
+                self.ledger,
+                claimed.thread_id,
+                claimed.run_id,
+                superseded=claimed.superseded,
+            )
         elif isinstance(graph_input, Command):
             snapshot = await state.get(claimed.thread_id)
             waiting = frozenset(str(i.id) for i in snapshot.interrupts)
@@ -333,6 +366,13 @@ class RunExecutor:
         """Stream the graph (from checkpoint ``start`` when given: a fork), persisting messages
         and events; the pending interrupt, if any."""
         config = runtime.config_for(claimed.thread_id)
+        options = claimed.options
+        if options.configurable:
+            # The client's keys under Threadkeeper's (thread and checkpoint stay ours).
+            config = {
+                **config,
+                "configurable": {**options.configurable, **config.get("configurable", {})},
+            }
         if start is not None:
             config = {
                 **config,
@@ -346,7 +386,7 @@ class RunExecutor:
         deltas = DeltaBuffer(
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
         )
-        stream = self._stream(runtime, graph_input, config, context)
+        stream = self._stream(runtime, graph_input, config, context, claimed.options)
         # Custom events wait for the step's write (or the next delta flush), so a step costs
         # one statement whatever it streamed; the order (custom, deltas, messages) is kept.
         pending: list[ActivityEvent] = []
@@ -361,6 +401,11 @@ class RunExecutor:
                 if deltas.due():
                     pending.extend(deltas.drain())
                     await self._append(claimed, pending, attempt)
+                continue
+            if mode in GRAPH_STREAM_MODES:
+                # Passed through as LangGraph streamed it; written with the next step.
+                pending.extend(deltas.drain())
+                pending.append(graph_stream_event(mode, chunk))
                 continue
             if mode == "custom":
                 event = custom_event(chunk)
@@ -402,15 +447,20 @@ class RunExecutor:
 
     @staticmethod
     async def _stream(
-        runtime: AgentRuntime, graph_input: Any, config: RunnableConfig, context: AgentContext
+        runtime: AgentRuntime,
+        graph_input: Any,
+        config: RunnableConfig,
+        context: AgentContext,
+        options: GraphOptions,
     ) -> AsyncGenerator[tuple[str, Any], None]:
         untraced.apply()  # middleware hooks' trace set-up inline while tracing is off
-        # An own graph's runtime context is its own (its context_schema), not AgentContext.
+        # An own graph's runtime context is its own (its context_schema: what the run's
+        # ``context`` gave, coerced by LangGraph), not AgentContext.
         async for item in runtime.graph.astream(
             graph_input,
             config,
-            context=None if runtime.own_graph else context,
-            stream_mode=["updates", "custom", "messages"],
+            context=_own_context(runtime, options) if runtime.own_graph else context,
+            stream_mode=cast(Any, ["updates", "custom", "messages", *options.stream_modes]),
         ):
             mode, chunk = item
             yield mode, chunk

@@ -4,6 +4,7 @@ the thread's next run (LangGraph itself would let both write)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -22,6 +23,7 @@ from app.db.run_events import (
     CompressionEvent,
     CustomEvent,
     DeltaEvent,
+    GraphStreamEvent,
     MessageAddedEvent,
     MessageRole,
     ProviderRetryEvent,
@@ -120,6 +122,23 @@ def custom_event(chunk: Any) -> CompressionEvent | ProviderRetryEvent | CustomEv
         except msgspec.ValidationError:
             pass  # a graph's own event that happens to use one of our type names
     return CustomEvent(type="custom", data=json_safe(chunk))
+
+
+def _jsonable(value: Any) -> Any:
+    """A value LangGraph streams (messages, tasks, interrupts, sends) as plain JSON."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def graph_stream_event(mode: str, chunk: Any) -> GraphStreamEvent:
+    """A ``tasks`` / ``checkpoints`` / ``debug`` chunk as the event the run stores."""
+    data = storable_value(json.loads(json.dumps(chunk, default=_jsonable)))
+    return GraphStreamEvent(type="graph", mode=mode, data=data)
 
 
 def new_messages(update: Any) -> list[BaseMessage]:

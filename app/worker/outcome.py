@@ -11,10 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.db.models import AgentRun, RunStatus
 from app.db.run_events import RunError
 from app.db.session import autocommit
+from app.domain.errors import ThreadBusy
+from app.repositories.conversations import ConversationRepository
 from app.repositories.run_leases import RunLeaseStatements
-from app.repositories.runs import RunRepository
+from app.repositories.runs import RunRepository, RunRequestRepository
 from app.worker.claims import ClaimedRun, handoff_marker
-from app.worker.errors import CANCELLED, WORKER_STOPPED
+from app.worker.errors import CANCELLED, SUPERSEDED, WORKER_STOPPED
 from app.worker.ledger import json_safe
 
 
@@ -54,6 +56,28 @@ class RunOutcomes:
                 interrupt=result.interrupt,
                 cancel_error=CANCELLED,
             )
+
+    async def supersede_if_input_waits(self, claimed: ClaimedRun, lock_timeout_ms: int) -> bool:
+        """A run that just stopped for a human answer while input was queued behind it (sent
+        while it ran): the input supersedes it, as input sent after it stopped does
+        (``IntakeService``; LangGraph's server too runs the next queued input on an interrupted
+        thread). Under the thread's row lock: the run ends ``cancelled`` (``superseded``) and
+        the queued input becomes claimable. Whether it did."""
+        try:
+            async with self.sessions() as session, session.begin():
+                await ConversationRepository(session).lock(
+                    claimed.thread_id, timeout_ms=lock_timeout_ms
+                )
+                if not await RunRequestRepository(session).has_queued(claimed.thread_id):
+                    return False
+                run = await RunRepository(session).lock(claimed.run_id)
+                if run is None or run.status != RunStatus.INTERRUPTED:
+                    return False
+                await RunLeaseStatements(session).cancel(claimed.run_id, SUPERSEDED)
+                await RunRepository(session).announce_work()
+                return True
+        except ThreadBusy:
+            return False  # the input waits as it did before; the run stays interrupted
 
     async def release(self, claimed: ClaimedRun) -> None:
         """Hand a running run back (no lease holder) for another worker to continue."""

@@ -18,6 +18,7 @@ from langchain_core.messages import ToolMessage
 from app.agents.middlewares.boundary import (
     NOT_APPROVED,
     RESULT_UNKNOWN,
+    SUPERSEDED_CALL,
     dangling_tool_calls,
     unanswered_result,
 )
@@ -28,11 +29,14 @@ from app.worker.ledger import RunLedger
 log = structlog.get_logger(__name__)
 
 
-def repair_content(live: AgentStateSnapshot) -> str:
+def repair_content(live: AgentStateSnapshot, superseded: bool = False) -> str:
     """Why a dangling tool call has no result: it waited for approval when its run was
-    cancelled (the tool never ran), or its run ended with the tool running or done but its
-    result not recorded (``kill -9``, a lost lease): then the tool may have run."""
-    return NOT_APPROVED if live.interrupts else RESULT_UNKNOWN
+    cancelled, or superseded by new input (the tool never ran), or its run ended with the tool
+    running or done but its result not recorded (``kill -9``, a lost lease): then the tool may
+    have run."""
+    if not live.interrupts:
+        return RESULT_UNKNOWN
+    return SUPERSEDED_CALL if superseded else NOT_APPROVED
 
 
 def recovered_result(result: ToolMessage, call_id: str) -> ToolMessage:
@@ -41,8 +45,14 @@ def recovered_result(result: ToolMessage, call_id: str) -> ToolMessage:
 
 
 async def repair_dangling_tool_calls(
-    state: AgentStateRepository, ledger: RunLedger, thread_id: uuid.UUID, run_id: uuid.UUID
+    state: AgentStateRepository,
+    ledger: RunLedger,
+    thread_id: uuid.UUID,
+    run_id: uuid.UUID,
+    *,
+    superseded: bool = False,
 ) -> None:
+    """``superseded``: the thread's previous run was ended by new input while it waited."""
     live, committed = await state.get_live_and_committed(thread_id)
     pending = dangling_tool_calls(committed.messages)
     if not pending:
@@ -54,7 +64,7 @@ async def repair_dangling_tool_calls(
         or (
             recovered_result(finished[p["id"]], p["id"])
             if p["id"] in finished
-            else unanswered_result(p, repair_content(live))
+            else unanswered_result(p, repair_content(live, superseded))
         )
         for p in pending
     ]
@@ -64,8 +74,7 @@ async def repair_dangling_tool_calls(
         recovered=sum(p["id"] in finished or p["id"] in stored for p in pending),
         unknown=sum(p["id"] not in finished and p["id"] not in stored for p in pending),
     )
-    # Full history first (what it lacks), then the model view.
-    await ledger.store_messages(
-        thread_id, run_id, [m for m in patch if m.tool_call_id not in stored]
-    )
+    # Full history first (what it lacks, announced: a follower's stream shows the answers
+    # before the run's own), then the model view.
+    await ledger.write_step(thread_id, run_id, [m for m in patch if m.tool_call_id not in stored])
     await state.add_tool_results(thread_id, patch)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.agents.middlewares.boundary import SUPERSEDED_CALL
 from tests.support.api import add_doc
 from tests.support.app_harness import API_KEY, AppFactory
 from tests.support.live_server import serve_in_loop
@@ -111,3 +112,36 @@ async def test_js_sdk_refresh_and_edit_as_agent_chat_ui_sends_them(
     assert "q2" not in edited and got["after"] == edited
     assert got["old"] == before  # the replaced branch, read at its checkpoint
     assert got["forks"] == 2  # the branch switcher's two fork points
+
+
+async def test_js_sdk_new_message_supersedes_a_pending_approval(
+    app_factory: AppFactory, js_sdk: Path
+) -> None:
+    """Issue 32 items 5 and 6 (``supersede.mjs``): a plain submit while an approval is pending
+    supersedes it; a field Threadkeeper cannot honour is refused by name; cancel with wait."""
+    async with app_factory(approval_tools="query_kb") as h, serve_in_loop(h.app) as url:
+        await add_doc(h)
+        node = shutil.which("node")
+        assert node is not None
+        proc = await asyncio.create_subprocess_exec(
+            node,
+            "supersede.mjs",
+            cwd=js_sdk,
+            env={"TK_URL": url, "TK_KEY": API_KEY, "PATH": str(Path(node).parent)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, err.decode()
+        got = json.loads(out.decode().strip().splitlines()[-1])
+    assert got["first_interrupted"] and got["status_waiting"] == "interrupted"
+    kinds = [kind for kind, _ in got["second"]]
+    # The waiting call answered as not run, after the new message; its run then asks again.
+    assert kinds == ["human", "ai", "human", "tool", "ai"], got["second"]
+    assert got["second"][3][1] == SUPERSEDED_CALL
+    assert got["second"][2][1] == "How is it renewed?" and got["second_interrupted"]
+    # Newest first: the new run (waiting for its own approval), the superseded one.
+    assert got["run_statuses"] == ["success", "interrupted"]
+    assert got["refused"]["status"] == 422, got["refused"]
+    assert "interrupt_before" in json.dumps(got["refused"])
+    assert got["after_cancel"] == "idle"

@@ -49,6 +49,11 @@ RESULT_UNKNOWN = (
 )
 #: The tool result of a call that waited for approval when its run was cancelled.
 NOT_APPROVED = "Not executed: the run was cancelled while this tool call waited for approval."
+#: The tool result of a call that waited for approval when new input superseded its run.
+SUPERSEDED_CALL = (
+    "cancelled: the user sent a new message instead (this tool call was waiting for approval "
+    "and was not run)"
+)
 
 
 def dangling_tool_calls(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:

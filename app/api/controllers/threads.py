@@ -213,7 +213,11 @@ class ThreadController(Controller):
             "another body is refused with 422 `idempotency_key_reused`. While the thread's "
             "agent cannot run (an MCP server it uses does not answer; it is retried), the "
             "message is refused with 409 `agent_unavailable` and `Retry-After` (the next "
-            "attempt), and nothing is written."
+            "attempt), and nothing is written. On a thread whose run waits for approval, the "
+            "message supersedes it (unless the agent sets `on_input_while_interrupted = "
+            '"queue"`): that run is cancelled (error code `superseded`, named in '
+            "`superseded_run_id`), its pending tool calls are answered as not run, and the "
+            "message runs next."
         ),
     )
     async def post_message(
@@ -238,7 +242,11 @@ class ThreadController(Controller):
         accepted = await intake_service.post_message(  # the hot path: one dependency only
             thread_id, principal_of(request), data.content, idempotency_key=idempotency_key
         )
-        return PostMessageOut(request_id=accepted.request_id, message_id=accepted.message_id)
+        return PostMessageOut(
+            request_id=accepted.request_id,
+            message_id=accepted.message_id,
+            superseded_run_id=accepted.superseded_run_id,
+        )
 
     @get("/{thread_id:str}/messages", operation_id="ListMessages", responses=errors(NotFound))
     async def list_messages(

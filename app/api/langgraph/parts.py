@@ -25,9 +25,14 @@ from app.services.langgraph.stream import LangGraphStreams, RunStart
 from .presenters import MODEL_NODE, chunk_json, interrupt_out, message_out, node_of
 from .responses import InterruptOut, RunValuesOut, StreamErrorOut
 
-#: Stream modes with parts of their own; the others (events, debug, tasks, checkpoints) are
-#: accepted and silent. ``messages`` (the legacy mode) is served like ``messages-tuple``.
-SERVED_MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom"})
+#: LangGraph's own stream modes the worker records when a run names them (``graph`` events),
+#: passed through as LangGraph streamed them.
+GRAPH_MODES = frozenset({"tasks", "checkpoints", "debug"})
+#: Stream modes with parts of their own (``events`` is refused when a run is created).
+#: ``messages`` (the legacy mode) is served like ``messages-tuple``.
+SERVED_MODES = (
+    frozenset({"values", "updates", "messages-tuple", "messages", "custom"}) | GRAPH_MODES
+)
 _PART_ID = re.compile(r"([0-9]{1,16})(?:-([0-9]{1,6}))?")
 
 
@@ -111,6 +116,9 @@ class _Translation:
         elif event.type == "custom":  # a node's get_stream_writer() output, as it wrote it
             if "custom" in self.modes:
                 out.append(Part("custom", data.get("data")))
+        elif event.type == "graph":  # tasks / checkpoints / debug, as LangGraph streamed them
+            if data.get("mode") in self.modes:
+                out.append(Part(str(data["mode"]), data.get("data")))
         elif event.type == "status":
             return self._status(event, data)
         return out, False

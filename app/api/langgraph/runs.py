@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
@@ -34,9 +34,11 @@ from app.domain.errors import (
     AgentUnavailable,
     NotFound,
     NotImplementedHere,
+    NotSupported,
     ThreadBusy,
     TooManyStreams,
     ValidationFailed,
+    WebhookRefused,
 )
 from app.services.langgraph.runs import LangGraphRun, LangGraphRunService, RunInput
 from app.services.langgraph.stream import LangGraphStreams
@@ -47,24 +49,67 @@ DEFAULT_JOIN_MODES = ("values", "updates", "messages-tuple", "custom")
 _CANCELS: set[asyncio.Task[None]] = set()
 
 
-def run_input(data: RunCreateIn) -> RunInput:
-    """The run's body -> what the service needs; 422 for what Threadkeeper cannot do."""
+#: Stream modes LangGraph's server serves and Threadkeeper does not (LangChain callback events).
+UNSUPPORTED_MODES = frozenset({"events"})
+
+
+def _refuse_unsupported(data: RunCreateIn) -> None:
+    """422 ``not_supported`` naming the first field of the body Threadkeeper cannot honour."""
     if data.multitask_strategy in ("interrupt", "rollback"):
         raise ValidationFailed(
             "multitask_strategy must be enqueue or reject (interrupt/rollback are not supported)",
             field="multitask_strategy",
         )
+    for name in ("interrupt_before", "interrupt_after"):
+        if getattr(data, name):
+            raise NotSupported(
+                f"{name} is not supported: an agent's approvals (approval_tools) or its graph's "
+                "own interrupt() stop a run for a human",
+                field=name,
+            )
+    for mode in modes_of(data.stream_mode):
+        if mode in UNSUPPORTED_MODES:
+            raise NotSupported(
+                f"stream mode {mode!r} is not supported (values, updates, messages-tuple, "
+                "messages, custom, tasks, checkpoints and debug are)",
+                field="stream_mode",
+            )
+    for key in (data.config or {}).keys() - {"configurable"}:
+        raise NotSupported(
+            f"config.{key} is not supported: only config.configurable reaches the graph",
+            field=f"config.{key}",
+        )
+
+
+def run_input(data: RunCreateIn, thread_id: uuid.UUID | None = None) -> RunInput:
+    """The run's body -> what the service needs; 422 for what Threadkeeper cannot do."""
+    _refuse_unsupported(data)
     checkpoint_id = data.checkpoint.checkpoint_id if data.checkpoint else data.checkpoint_id
+    configurable = graph_configurable(data.config, thread_id)
     common: dict[str, Any] = {
         "assistant_id": data.assistant_id,
         "stream_modes": tuple(modes_of(data.stream_mode)),
         "multitask_strategy": data.multitask_strategy,
         "if_not_exists": data.if_not_exists,
         "checkpoint_id": checkpoint_id,
+        "configurable": configurable,
+        "context": data.context or None,
+        "webhook": data.webhook or None,
     }
     if data.command is not None and data.command.resume is not None:
         if data.input:
             raise ValidationFailed("send either input or command.resume", field="input")
+        for name, given in (
+            ("config", configurable),
+            ("context", data.context),
+            ("webhook", data.webhook),
+        ):
+            if given:
+                raise NotSupported(
+                    f"{name} is not supported on a resume: the resumed run goes on with what "
+                    "the run it answers was created with",
+                    field=name,
+                )
         return RunInput(text=None, message_id=None, resume=data.command.resume, **common)
     if not data.input and checkpoint_id is not None:
         # Regenerate (Agent Chat UI's Refresh): the answer again from that checkpoint.
@@ -84,6 +129,37 @@ def run_input(data: RunCreateIn) -> RunInput:
     return RunInput(text=text, message_id=message.id, **common)
 
 
+#: ``configurable`` keys that are Threadkeeper's own (which thread and checkpoint a run uses).
+RESERVED_CONFIGURABLE = frozenset(
+    {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "run_id", "assistant_id"}
+)
+
+
+def graph_configurable(
+    config: dict[str, Any] | None, thread_id: uuid.UUID | None
+) -> dict[str, Any] | None:
+    """``config.configurable`` as the graph gets it (None: nothing). The keys that say which
+    thread and checkpoint a run uses are Threadkeeper's: refused, except ``thread_id`` naming
+    the run's own thread (as some clients send it)."""
+    configurable = (config or {}).get("configurable")
+    if configurable is None:
+        return None
+    if not isinstance(configurable, dict):
+        raise ValidationFailed("config.configurable must be an object", field="config.configurable")
+    out: dict[str, Any] = {}
+    for key, value in configurable.items():
+        if key == "thread_id" and thread_id is not None and str(value) == str(thread_id):
+            continue
+        if key in RESERVED_CONFIGURABLE or key.startswith("__"):
+            raise NotSupported(
+                f"config.configurable.{key} is Threadkeeper's to set (the run's thread and "
+                "checkpoint come from the path and the checkpoint field)",
+                field=f"config.configurable.{key}",
+            )
+        out[key] = value
+    return out or None
+
+
 def modes_of(stream_mode: str | Sequence[str]) -> list[str]:
     return [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
 
@@ -100,7 +176,14 @@ def stream_location(run: LangGraphRun) -> str:
 
 #: What creating a run can answer besides the stack's own.
 START_ERRORS = errors(
-    NotFound, AgentMismatch, AgentUnavailable, ThreadBusy, NotImplementedHere, "unprocessable"
+    NotFound,
+    AgentMismatch,
+    AgentUnavailable,
+    ThreadBusy,
+    NotImplementedHere,
+    NotSupported,
+    WebhookRefused,
+    "unprocessable",
 )
 #: A run stream's body: server-sent events, one part each.
 SSE = ResponseSpec(
@@ -129,9 +212,9 @@ class LangGraphRunController(Controller):
         lg_streams: NamedDependency[LangGraphStreams],
     ) -> ServerSentEvent:
         principal = principal_of(request)
-        lease, run = await _admitted(
-            request, lambda: lg_runs.start(thread_id, principal, run_input(data))
-        )
+        ask = await _checked(request, data, thread_id)
+        lease, run = await _admitted(request, lambda: lg_runs.start(thread_id, principal, ask))
+        _webhook(request, ask, run, principal, lg_runs, lg_streams)
         modes = modes_of(data.stream_mode)
         parts = _parts(request, lg_streams, run, modes, with_ids=data.stream_resumable)
         canceller = lg_runs if data.on_disconnect == "cancel" else None
@@ -155,8 +238,10 @@ class LangGraphRunController(Controller):
         lg_streams: NamedDependency[LangGraphStreams],
     ) -> Response[RunValuesOut]:
         principal = principal_of(request)
+        ask = await _checked(request, data, thread_id)
         with request.app.state.followers.hold(principal):
-            run = await lg_runs.start(thread_id, principal, run_input(data))
+            run = await lg_runs.start(thread_id, principal, ask)
+            _webhook(request, ask, run, principal, lg_runs, lg_streams)
             body = await final_values(_parts(request, lg_streams, run, ["values"]))
         return Response(body, headers={"Content-Location": run_path(run)})
 
@@ -167,8 +252,12 @@ class LangGraphRunController(Controller):
         thread_id: uuid.UUID,
         data: RunCreateIn,
         lg_runs: NamedDependency[LangGraphRunService],
+        lg_streams: NamedDependency[LangGraphStreams],
     ) -> Response[RunOut]:
-        run = await lg_runs.start(thread_id, principal_of(request), run_input(data))
+        principal = principal_of(request)
+        ask = await _checked(request, data, thread_id)
+        run = await lg_runs.start(thread_id, principal, ask)
+        _webhook(request, ask, run, principal, lg_runs, lg_streams)
         return Response(run_out(run), headers={"Content-Location": run_path(run)})
 
     @get("/", operation_id="ListRuns", responses=errors(NotFound))
@@ -213,16 +302,35 @@ class LangGraphRunController(Controller):
         "/{run_id:uuid}/cancel",
         operation_id="CancelRun",
         status_code=HTTP_202_ACCEPTED,
-        responses=errors(NotFound, ThreadBusy),
+        responses=errors(NotFound, ThreadBusy, NotSupported),
     )
     async def cancel(
         self,
+        request: Request[Any, Any, Any],
         thread_id: uuid.UUID,
         run_id: uuid.UUID,
-        principal: NamedDependency[str],
         lg_runs: NamedDependency[LangGraphRunService],
+        lg_streams: NamedDependency[LangGraphStreams],
+        wait: bool = False,
+        action: Literal["interrupt", "rollback"] = "interrupt",
     ) -> None:
+        """``wait``: answer once the run has stopped (its worker ends it at its next step), not
+        when the cancel was asked for. ``action=rollback`` (delete the run and what it wrote)
+        is not supported: a cancelled run stays in the thread's history."""
+        if action == "rollback":
+            raise NotSupported(
+                "action=rollback is not supported: a cancelled run stays in the thread's "
+                "history (cancel with action=interrupt, then fork from an earlier checkpoint)",
+                field="action",
+            )
+        principal = principal_of(request)
         await lg_runs.cancel(thread_id, run_id, principal)
+        if wait:
+            with request.app.state.followers.hold(principal):
+                run = await lg_runs.get(thread_id, run_id, principal)
+                await lg_streams.until_stopped(
+                    run, principal, stop=request.app.state.followers.closing
+                )
 
     @get("/{run_id:uuid}/join", operation_id="JoinRun", responses=errors(NotFound, TooManyStreams))
     async def join(
@@ -265,6 +373,28 @@ class LangGraphRunController(Controller):
         canceller = lg_runs if cancel_on_disconnect else None
         followers = request.app.state.followers
         return ServerSentEvent(_frames(parts, lease, canceller, run, principal, followers))
+
+
+async def _checked(
+    request: Request[Any, Any, Any], data: RunCreateIn, thread_id: uuid.UUID
+) -> RunInput:
+    """The run's body as the service takes it, its webhook URL checked (request time)."""
+    ask = run_input(data, thread_id)
+    if ask.webhook is not None:
+        await request.app.state.webhooks.check(ask.webhook)
+    return ask
+
+
+def _webhook(
+    request: Request[Any, Any, Any],
+    ask: RunInput,
+    run: LangGraphRun,
+    principal: str,
+    runs: LangGraphRunService,
+    streams: LangGraphStreams,
+) -> None:
+    if ask.webhook is not None:
+        request.app.state.webhooks.deliver_when_done(ask.webhook, run, principal, runs, streams)
 
 
 async def _admitted(

@@ -1,7 +1,8 @@
 """Request bodies of the LangGraph surface, as langgraph-sdk sends them.
 
-Not ``forbid_unknown_fields``: the SDKs send many optional fields (webhook, feedback_keys, ...)
-that Threadkeeper ignores; fields it does read are typed, so a malformed one is a 422.
+Not ``forbid_unknown_fields``: the SDKs send optional fields of LangGraph's own platform
+(feedback_keys, ...); every run field that changes what a run does is read, typed (a malformed
+one is a 422) and either honoured or refused with 422 ``not_supported`` naming it.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ class RunCreateIn(Body):
     interrupt_before: Any = None
     interrupt_after: Any = None
     after_seconds: Any = None
+    #: POSTed the run when it ends (``app/services/langgraph/webhooks.py``).
+    webhook: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
 
 
 class StateAtIn(Body):

@@ -18,6 +18,7 @@ from app.domain.errors import (
     AgentMismatch,
     NotFound,
     NotImplementedHere,
+    NotSupported,
     ThreadBusy,
     ValidationFailed,
 )
@@ -49,6 +50,12 @@ class RunInput:
     stream_modes: tuple[str, ...] = ()
     #: No input, from ``checkpoint_id``: the answer there again (a fork).
     regenerate: bool = False
+    #: ``config.configurable`` for the graph (Threadkeeper's own keys already refused).
+    configurable: dict[str, Any] | None = None
+    #: The graph's runtime context (a graph of the user's own with a ``context_schema``).
+    context: dict[str, Any] | None = None
+    #: Where the run is POSTed when it ends (checked by the API layer).
+    webhook: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,20 @@ class LangGraphRun:
         """The agent run whose outcome fields (``error_code``...) this LangGraph run reports (a
         request whose run was resumed ended at its interrupt: none)."""
         return self.run if self.request is None or self.resumed_at is None else None
+
+
+def run_extra(ask: RunInput) -> dict[str, Any]:
+    """What the run request's payload carries for the worker besides the input: the stream
+    modes named (the worker streams ``tasks``/``checkpoints``/``debug`` only when asked), the
+    graph's ``configurable`` and runtime ``context``."""
+    extra: dict[str, Any] = {}
+    if ask.stream_modes:
+        extra["stream_mode"] = list(ask.stream_modes)
+    if ask.configurable:
+        extra["configurable"] = ask.configurable
+    if ask.context:
+        extra["context"] = ask.context
+    return extra
 
 
 def resume_decisions(resume: Any) -> list[ReviewDecision]:
@@ -161,8 +182,15 @@ class LangGraphRunService:
         """New input through /v1's intake use case (the same lock, queue and agent rule);
         ``command.resume`` through /v1's resume."""
         agent = find_agent(self.agents, ask.assistant_id)
+        if ask.context and not agent.model.startswith("graph:"):
+            raise NotSupported(
+                "context is not supported by an agent Threadkeeper assembles (its runtime "
+                "context is Threadkeeper's own); a graph of your own (graph = ...) with a "
+                "context_schema gets it",
+                field="context",
+            )
         await self._ensure_thread(thread_id, owner_id, ask.if_not_exists)
-        extra = {"stream_mode": list(ask.stream_modes)} if ask.stream_modes else {}
+        extra = run_extra(ask)
         if ask.checkpoint_id is not None:
             head = await self.threads.head_checkpoint_id(thread_id)
             if ask.regenerate or ask.checkpoint_id != head:

@@ -12,12 +12,16 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db.models import Message, RequestStatus, RunEvent
+from app.db.models import Message, RequestStatus, RunEvent, RunStatus
 from app.repositories.messages import MessageRepository
 from app.repositories.run_events import RunEventRepository
 from app.services.langgraph.runs import LangGraphRun
 from app.services.run_feed import RunFeed
 from app.services.threads import chat_history
+
+#: Seconds each wait for a run's status change lasts before it looks again (a safety net: the
+#: status event's NOTIFY ends the wait at once).
+WAIT_SLICE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,15 @@ class LangGraphStreams:
                 yield None
             for event in events:
                 yield RunStep(event, await self._message_of(event))
+
+    async def until_stopped(self, run: LangGraphRun, owner_id: str, *, stop: asyncio.Event) -> None:
+        """Returns once the run is no longer running (a cancelled one: when its worker has
+        stopped it), woken by the run's status events (NOTIFY), not by polling."""
+        agent_run = run.run
+        while agent_run is not None and agent_run.status == RunStatus.RUNNING:
+            if stop.is_set():
+                return
+            agent_run = await self.feed.wait(agent_run.id, owner_id, WAIT_SLICE, stop=stop)
 
     async def _message_of(self, event: RunEvent) -> Message | None:
         if event.type != "message":

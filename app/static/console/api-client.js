@@ -369,7 +369,7 @@ async function request(config, op, args, options) {
 
 /**
  * Every ``error`` value the API answers with (tests/unit/test_error_codes.py keeps it complete: an enum a client generated must never meet a value it does not know).
- * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "checkpoint_not_found" | "checkpoint_not_forkable" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
+ * @typedef {("validation_error" | "unauthorized" | "invalid_token" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "thread_busy" | "invalid_state" | "request_not_queued" | "payload_too_large" | "request_header_too_large" | "request_timeout" | "unsupported_media_type" | "unprocessable" | "nothing_to_compress" | "not_supported" | "webhook_refused" | "not_implemented" | "unknown_agent" | "agent_unavailable" | "agent_mismatch" | "idempotency_key_reused" | "checkpoint_not_found" | "checkpoint_not_forkable" | "invalid_tool_arguments" | "rate_limited" | "too_many_streams" | "internal_error" | "compression_failed" | "unavailable" | "database_unavailable" | "database_not_migrated" | "streams_unavailable" | "identity_provider_unavailable" | "workdir_unavailable" | "http_error")} ErrorCode
  */
 
 /**
@@ -384,6 +384,13 @@ async function request(config, op, args, options) {
  * @property {string} message_id uuid
  * @property {string} branch_id uuid
  * @property {"queued"} status default "queued"
+ */
+
+/**
+ * @typedef {Object} GraphStreamEvent
+ * @property {"graph"} type
+ * @property {string} mode
+ * @property {any} [data]
  */
 
 /**
@@ -539,7 +546,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * The `error` codes NothingToCompressOrNotSupportedError carries: `nothing_to_compress`: nothing could be offloaded or summarized / `not_supported`: the thread's agent does not declare the capability this needs.
+ * The `error` codes NothingToCompressOrNotSupportedError carries: `nothing_to_compress`: nothing could be offloaded or summarized / `not_supported`: the thread's agent does not declare the capability this needs, or the request names a feature Threadkeeper does not do (`fields` names it).
  * @typedef {("nothing_to_compress" | "not_supported")} NothingToCompressOrNotSupportedCode
  */
 
@@ -583,6 +590,7 @@ async function request(config, op, args, options) {
  * @property {string} request_id uuid
  * @property {string} message_id uuid
  * @property {"queued"} status default "queued"
+ * @property {(string | null)} superseded_run_id uuid
  */
 
 /**
@@ -687,7 +695,7 @@ async function request(config, op, args, options) {
  */
 
 /**
- * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | "graph_error")} RunErrorCode
+ * @typedef {("provider_error" | "context_overflow" | "database_unavailable" | "tool_error" | "internal_error" | "lease_expired" | "worker_stopped" | "cancelled" | "agent_unavailable" | "graph_error" | "superseded")} RunErrorCode
  */
 
 /**
@@ -1410,7 +1418,7 @@ export function listThreads(config, args = {}, options = {}) {
 /**
  * PostMessage: POST /v1/threads/{thread_id}/messages (202)
  *
- * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`. While the thread's agent cannot run (an MCP server it uses does not answer; it is retried), the message is refused with 409 `agent_unavailable` and `Retry-After` (the next attempt), and nothing is written.
+ * Queue a user message. With an `Idempotency-Key` header (per thread), a retry with the same body answers the first 202 again and writes nothing; the same key with another body is refused with 422 `idempotency_key_reused`. While the thread's agent cannot run (an MCP server it uses does not answer; it is retried), the message is refused with 409 `agent_unavailable` and `Retry-After` (the next attempt), and nothing is written. On a thread whose run waits for approval, the message supersedes it (unless the agent sets `on_input_while_interrupted = "queue"`): that run is cancelled (error code `superseded`, named in `superseded_run_id`), its pending tool calls are answered as not run, and the message runs next.
  *
  * @param {ClientConfig} config
  * @param {{thread_id: string, body: PostMessageIn}} args

@@ -254,15 +254,6 @@ class RunLedger:
         if events:
             await self.write_step(thread_id, run_id, events=events)
 
-    async def store_messages(
-        self, thread_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[BaseMessage]
-    ) -> None:
-        """Messages of the run into the full history (idempotent on their ids), no events."""
-        async with self.sessions() as session, session.begin():
-            await MessageRepository(session).append(
-                thread_id, [message_row(run_id, m) for m in messages]
-            )
-
     async def stored_tool_results(
         self, thread_id: uuid.UUID, tool_call_ids: Sequence[str]
     ) -> dict[str, ToolMessage]:

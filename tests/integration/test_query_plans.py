@@ -232,7 +232,8 @@ async def test_a_claim_reads_the_queue_not_the_threads(
                 i == "uq_agent_runs_one_active_per_thread" or (i or "").startswith("pk_")
                 for _, i in looks
             ), (statement, scans)
-        claim = [(s, p) for s, p in seen if "agent_run_requests" in s]
+        # (A run handed back reads its request's payload by primary key in the loop's look.)
+        claim = [(s, p) for s, p in seen[loop_looks:] if "agent_run_requests" in s]
         assert len(claim) == 2, seen  # the look (lock the thread), the dispatch and start
         for statement, parameters in claim:
             scans = _scans(_generic_plan(clean_db, statement, parameters))

@@ -40,6 +40,8 @@ class AgentInfo:
     recursion_limit: int
     tools: tuple[ToolInfo, ...]
     unavailable_reason: str | None = None
+    #: It serves a graph of the user's own (``graph``), not one Threadkeeper assembles.
+    own_graph: bool = False
 
     @property
     def available(self) -> bool:
@@ -71,6 +73,7 @@ def agent_info(
         recursion_limit=spec.recursion_limit,
         tools=tuple(_tool_info(t, approvals) for t in tools),
         unavailable_reason=unavailable,
+        own_graph=bool(spec.graph),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agents import untraced
@@ -35,7 +35,14 @@ from app.repositories.run_events import ActivityEvent
 from app.repositories.run_leases import RunLeaseStatements
 from app.worker.claims import ClaimedRun, Handoff
 from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
-from app.worker.ledger import DeltaBuffer, LeaseLost, RunLedger, custom_event, interrupt_payload
+from app.worker.ledger import (
+    DeltaBuffer,
+    LeaseLost,
+    RunLedger,
+    custom_event,
+    interrupt_payload,
+    state_event,
+)
 from app.worker.outage import DATABASE_RETRIES, DatabaseWait, ResumePoint
 from app.worker.outcome import RunOutcomes, RunResult
 from app.worker.repair import repair_dangling_tool_calls
@@ -206,6 +213,12 @@ class RunExecutor:
             await self.ledger.persist_update(
                 claimed.thread_id, claimed.run_id, {"messages": snapshot.messages}
             )
+            if run.runtime.own_graph:  # and the state keys it ended with, after them
+                await self.ledger.append(
+                    claimed.thread_id,
+                    claimed.run_id,
+                    [state_event(snapshot.values, run.runtime.output_keys)],
+                )
         if interrupt is not None:
             return RunResult(RunStatus.INTERRUPTED, interrupt=interrupt)
         await self._prune_checkpoints(claimed, run.state)
@@ -362,6 +375,14 @@ class RunExecutor:
                     pending.extend(deltas.drain())
                     await self._append(claimed, pending, attempt)
                 continue
+            if mode == "values":
+                # A graph of the user's own: its state keys as they stand after the step (or at
+                # the run's start), for the LangGraph door's ``values``; written now, in one
+                # statement with what waited. (At an interrupt the run's status event tells.)
+                if not (isinstance(chunk, dict) and "__interrupt__" in chunk):
+                    pending.extend([*deltas.drain(), state_event(chunk, runtime.output_keys)])
+                    await self._append(claimed, pending, attempt)
+                continue
             if mode == "custom":
                 event = custom_event(chunk)
                 if isinstance(event, ProviderRetryEvent):
@@ -405,12 +426,16 @@ class RunExecutor:
         runtime: AgentRuntime, graph_input: Any, config: RunnableConfig, context: AgentContext
     ) -> AsyncGenerator[tuple[str, Any], None]:
         untraced.apply()  # middleware hooks' trace set-up inline while tracing is off
-        # An own graph's runtime context is its own (its context_schema), not AgentContext.
+        # An own graph's runtime context is its own (its context_schema), not AgentContext;
+        # its state keys besides ``messages`` are followed step by step (``values``).
+        modes: list[StreamMode] = ["updates", "custom", "messages"]
+        if runtime.own_graph:
+            modes.append("values")
         async for item in runtime.graph.astream(
             graph_input,
             config,
             context=None if runtime.own_graph else context,
-            stream_mode=["updates", "custom", "messages"],
+            stream_mode=modes,
         ):
             mode, chunk = item
             yield mode, chunk

@@ -14,6 +14,7 @@ import msgspec
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agents.state_values import graph_values
 from app.compression.messages import message_text
 from app.compression.storable import storable_text, storable_value
 from app.compression.summary_messages import is_summary_message
@@ -25,6 +26,7 @@ from app.db.run_events import (
     MessageAddedEvent,
     MessageRole,
     ProviderRetryEvent,
+    StateEvent,
     event_row,
     hitl_request,
 )
@@ -120,6 +122,15 @@ def custom_event(chunk: Any) -> CompressionEvent | ProviderRetryEvent | CustomEv
         except msgspec.ValidationError:
             pass  # a graph's own event that happens to use one of our type names
     return CustomEvent(type="custom", data=json_safe(chunk))
+
+
+def state_event(values: Any, keys: frozenset[str] | None = None) -> StateEvent:
+    """A graph's state keys besides ``messages`` (a ``values`` chunk, or a snapshot's
+    ``values``; only ``keys`` when named: the graph's output schema) as the ``state`` event
+    the run stores."""
+    if keys is not None and isinstance(values, dict):
+        values = {k: v for k, v in values.items() if k in keys}
+    return StateEvent(type="state", values=json_safe(graph_values(values)))
 
 
 def new_messages(update: Any) -> list[BaseMessage]:

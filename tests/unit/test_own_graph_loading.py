@@ -273,3 +273,33 @@ def test_a_graph_agent_has_only_a_summarizer_to_check(tmp_path: Path) -> None:
     )
     [spec] = preflight(settings)
     assert set(provider_models(spec, settings)) == {"summarizer"}
+
+
+def test_a_package_module_graph_from_a_dependency_folder_and_an_env_mapping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``"package.module:attr"`` (imported from a ``dependencies`` folder, as LangGraph's
+    server imports it) and ``env`` as a mapping."""
+    package = tmp_path / "src" / "desk_pkg_i33"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "graphs.py").write_text(
+        HEADER + "\nimport os\nMODEL = os.environ['I33_MAPPED']\ngraph = builder()\n"
+    )
+    monkeypatch.delenv("I33_MAPPED", raising=False)
+    config = {
+        "dependencies": ["./src"],
+        "graphs": {"pkg": "desk_pkg_i33.graphs:graph"},
+        "env": {"I33_MAPPED": "from-the-mapping"},
+    }
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps(config))
+    [spec] = preflight(settings_for(path))
+    assert (spec.id, spec.graph) == ("pkg", "desk_pkg_i33.graphs:graph")
+    assert os.environ["I33_MAPPED"] == "from-the-mapping"
+    loaded = asyncio.run(load_graph(spec, tmp_path, InMemorySaver()))
+    assert "echo" in loaded.graph.nodes and loaded.opted_in is False
+    import desk_pkg_i33.graphs  # type: ignore[import-not-found]
+
+    assert desk_pkg_i33.graphs.MODEL == "from-the-mapping"
+    monkeypatch.delenv("I33_MAPPED")

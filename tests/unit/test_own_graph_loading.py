@@ -19,7 +19,7 @@ from structlog.testing import CapturingLogger
 from app.agents import langgraph_config
 from app.agents.assembly import preflight
 from app.agents.models import provider_models
-from app.agents.own_graph import load_graph
+from app.agents.own_graph import load_graph, output_keys
 from app.agents.spec import AgentsFileError, load_agent_specs
 from app.config import load_settings
 from tests.support.processes import ROOT, app_run
@@ -240,6 +240,20 @@ def test_the_examples_load_and_opt_in(example: str) -> None:
     for spec in specs:
         loaded = asyncio.run(load_graph(spec, path.parent, None))
         assert loaded.opted_in, spec.id
+
+
+def test_the_deep_agent_example_keeps_its_own_summarization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``create_deep_agent`` always brings its ``SummarizationMiddleware``: served without
+    Threadkeeper's compression (one compression, not both), its own keys in its output."""
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    path = EXAMPLES / "deep_agent" / "langgraph.json"
+    [spec] = preflight(settings_for(path))
+    loaded = asyncio.run(load_graph(spec, path.parent, None))
+    assert loaded.opted_in is False
+    assert any("SummarizationMiddleware" in node for node in loaded.graph.nodes)
+    assert {"todos", "files"} <= (output_keys(loaded.graph) or set())
 
 
 @pytest.mark.slow

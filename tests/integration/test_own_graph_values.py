@@ -107,6 +107,35 @@ async def test_a_failed_run_keeps_its_keys_beside_the_error(
         await run_turns(h, tid, ["two"])
 
 
+async def test_a_rejoined_stream_keeps_the_keys_of_the_steps_it_skipped(
+    app_factory: AppFactory, provider: Any
+) -> None:
+    """A join stream resumed with ``Last-Event-ID`` after the graph's last step: its
+    ``values`` at the interrupt still carry the keys that step set."""
+    path = EXAMPLES / "support_desk" / "langgraph.json"
+    async with app_factory(agents_file=str(path)) as h, serve_in_loop(h.app) as url:
+        client = get_client(url=url, api_key=API_KEY)
+        tid = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(
+            tid,
+            "support_desk",
+            input={"messages": [{"role": "user", "content": "a refund please"}]},
+            stream_mode=["values", "updates"],
+        )
+        whole = [p async for p in client.runs.join_stream(tid, run["run_id"], last_event_id="0")]
+        [stop] = [p for p in whole if p.event == "updates" and "__interrupt__" in p.data]
+        assert stop.id is not None and stop.id.endswith("-0"), whole
+        rest = [
+            (p.event, p.data)
+            async for p in client.runs.join_stream(tid, run["run_id"], last_event_id=stop.id)
+        ]
+        [(event, values)] = [(e, d) for e, d in rest if e != "metadata"]
+        assert event == "values" and "__interrupt__" in values
+        assert set(values) == {"messages", "route", "__interrupt__"}
+        assert values["route"] == "refund"  # set by the router step the stream skipped
+        assert [m["content"] for m in values["messages"]] == ["a refund please"]
+
+
 COUNTING_GRAPH = """
 import operator
 from typing import Annotated

@@ -259,7 +259,7 @@ async def build_container(
     container.lg_runs = LangGraphRunService(
         sessions, container.lg_threads, container.intake, container.runs, agents
     )
-    container.lg_streams = LangGraphStreams(sessions, container.feed)
+    container.lg_streams = LangGraphStreams(sessions, container.feed, agents)
     container.branches = BranchService(sessions, container.intake, agents)
     if (serve_streams or run_in_process) and not session_url:
         log.warning(

@@ -25,7 +25,7 @@ from app.agents.graph import AgentRuntime, build_agent_runtime
 from app.agents.info import AgentInfo, agent_info
 from app.agents.mcp import McpServer, McpUnavailable
 from app.agents.models import agent_model, agent_summarizer, model_name, resilience
-from app.agents.own_graph import load_graph, load_graph_blocking
+from app.agents.own_graph import load_graph, load_graph_blocking, output_keys
 from app.agents.recovery import Recovery
 from app.agents.registry import AgentRegistry
 from app.agents.spec import (
@@ -194,6 +194,7 @@ async def _own_graph(
         agent_id=spec.id,
         model_name=f"graph:{spec.graph}",
         own_graph=True,
+        output_keys=output_keys(loaded.graph),
         compression_opted_in=loaded.opted_in,
         model_node=None,
         tools_node=None,

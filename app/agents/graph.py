@@ -53,6 +53,10 @@ class AgentRuntime:
     #: The agent's knowledge base search (lent to an own graph: ``threadkeeper``).
     search_kb: Any = None
     knowledge_base: str = "default"
+    #: An own graph: the state keys its runs return (its output schema's; LangGraph's server
+    #: leaves the others, e.g. a middleware's private keys, out of a run's ``values``).
+    #: None: every key.
+    output_keys: frozenset[str] | None = None
 
     def state(self) -> AgentStateRepository:
         """The thread state, read and written through this agent's graph."""

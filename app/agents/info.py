@@ -42,6 +42,8 @@ class AgentInfo:
     unavailable_reason: str | None = None
     #: ``supersede`` or ``queue`` (``AgentSpec.on_input_while_interrupted``).
     on_input_while_interrupted: str = "supersede"
+    #: It serves a graph of the user's own (``graph``), not one Threadkeeper assembles.
+    own_graph: bool = False
 
     @property
     def available(self) -> bool:
@@ -74,6 +76,7 @@ def agent_info(
         tools=tuple(_tool_info(t, approvals) for t in tools),
         unavailable_reason=unavailable,
         on_input_while_interrupted=spec.on_input_while_interrupted,
+        own_graph=bool(spec.graph),
     )
 
 

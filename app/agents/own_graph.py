@@ -39,7 +39,7 @@ from langgraph.pregel import Pregel
 from app.agents.spec import AgentsFileError, AgentSpec, importable_from
 from app.compression import middleware as compression_middleware
 
-__all__ = ["LoadedGraph", "load_graph", "load_graph_blocking", "uses_compression"]
+__all__ = ["LoadedGraph", "load_graph", "load_graph_blocking", "output_keys", "uses_compression"]
 
 #: The names of the public import through which a graph opts in to compression.
 _PUBLIC_NAMES = frozenset({"compressed_model_call", "compression_node", "CompressionMiddleware"})
@@ -162,6 +162,16 @@ async def load_graph(
     if checkpointer is not None or graph.checkpointer is not None:
         graph = graph.copy(update={"checkpointer": checkpointer})
     return LoadedGraph(graph=graph, opted_in=opted_in)
+
+
+def output_keys(graph: Any) -> frozenset[str] | None:
+    """The state keys a run of ``graph`` returns (its output schema's properties); None when
+    the schema names none (then every key)."""
+    try:
+        properties = graph.get_output_jsonschema().get("properties")
+    except Exception:  # a schema LangGraph cannot render: return every key
+        return None
+    return frozenset(properties) if properties else None
 
 
 def load_graph_blocking(spec: AgentSpec, base: Path | None) -> LoadedGraph:

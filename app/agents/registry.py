@@ -131,6 +131,11 @@ class AgentRegistry:
         found = self._runtimes.get(agent_id)
         return found.state() if found is not None else AgentStateRepository(self.state_graph)
 
+    def is_graph(self, agent_id: str) -> bool:
+        """Whether the agent serves a graph of the user's own (available or not)."""
+        info = self._infos.get(agent_id)
+        return info is not None and info.own_graph
+
     def own_graph(self, agent_id: str) -> Any:
         """The compiled graph of an agent that serves a graph of the user's own (what the
         LangGraph door draws and describes); None for an assembled or unavailable agent."""

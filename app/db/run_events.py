@@ -196,6 +196,15 @@ class GraphStreamEvent(msgspec.Struct, kw_only=True):
     data: Any = None
 
 
+class StateEvent(msgspec.Struct, kw_only=True):
+    """A step of a graph of the user's own ended (or its run started): the graph's state keys
+    besides ``messages``, as they stand then (JSON), as LangGraph's ``values`` stream mode
+    shows them. Only graphs served from a ``langgraph.json`` or a ``graph`` entry send it."""
+
+    type: Literal["state"]
+    values: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 #: Every event payload; each is documented as its own component schema.
 RunEventData = (
     StatusEvent
@@ -205,6 +214,7 @@ RunEventData = (
     | ProviderRetryEvent
     | CustomEvent
     | GraphStreamEvent
+    | StateEvent
 )
 
 #: The payload struct of each row ``type``.
@@ -216,6 +226,7 @@ EVENT_TYPES: dict[str, type[RunEventData]] = {
     "provider_retry": ProviderRetryEvent,
     "custom": CustomEvent,
     "graph": GraphStreamEvent,
+    "state": StateEvent,
 }
 
 

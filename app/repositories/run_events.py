@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,6 +18,7 @@ from app.db.run_events import (
     GraphStreamEvent,
     MessageAddedEvent,
     ProviderRetryEvent,
+    StateEvent,
     event_row,
 )
 
@@ -30,6 +32,7 @@ ActivityEvent = (
     | ProviderRetryEvent
     | CustomEvent
     | GraphStreamEvent
+    | StateEvent
 )
 
 
@@ -84,6 +87,17 @@ class RunEventRepository:
             )
         )
         return int(found or 0)
+
+    async def last_state(self, run_id: uuid.UUID, upto_id: int) -> dict[str, Any] | None:
+        """The graph state keys of the run's latest ``state`` event at or before ``upto_id``
+        (None when there is none)."""
+        found = await self.session.scalar(
+            select(RunEvent.data)
+            .where(RunEvent.run_id == run_id, RunEvent.type == "state", RunEvent.id <= upto_id)
+            .order_by(RunEvent.id.desc())
+            .limit(1)
+        )
+        return None if found is None else dict(found.get("values") or {})
 
     async def resumed_at(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
         """Per run, when it was last resumed (runs never resumed are left out)."""

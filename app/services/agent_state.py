@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.registry import AgentRegistry
-from app.compression.messages import message_text, offload_info
+from app.agents.state_values import describe_message, plain_values
 from app.compression.summary_messages import (
     is_summary_message,
     stacked_summary_text,
@@ -58,38 +55,6 @@ class StateView:
     pressure_reason: str | None = None
     #: The state's keys besides ``messages`` (a graph of the user's own keeps its own).
     values: dict[str, Any] = field(default_factory=dict)
-
-
-def plain_values(values: dict[str, Any]) -> dict[str, Any]:
-    """A graph's own state keys as JSON (messages and models as their dicts, else ``str``)."""
-    return json.loads(json.dumps(values, default=_plain))  # type: ignore[no-any-return]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, BaseMessage):
-        return describe_message(value)  # type: ignore[arg-type]
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return str(value)
-
-
-def describe_message(m: AnyMessage) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "type": m.type,
-        "content": message_text(m),
-        "name": getattr(m, "name", None),
-        "tool_calls": (
-            [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
-            if isinstance(m, AIMessage) and m.tool_calls
-            else None
-        ),
-        "tool_call_id": m.tool_call_id if isinstance(m, ToolMessage) else None,
-        "offload": offload_info(m),
-        "is_summary": is_summary_message(m),
-    }
 
 
 class AgentStateService:

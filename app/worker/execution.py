@@ -14,7 +14,7 @@ from typing import Any, cast
 import structlog
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agents import untraced
@@ -42,6 +42,7 @@ from app.worker.ledger import (
     custom_event,
     graph_stream_event,
     interrupt_payload,
+    state_event,
 )
 from app.worker.outage import DATABASE_RETRIES, DatabaseWait, ResumePoint
 from app.worker.outcome import RunOutcomes, RunResult
@@ -233,6 +234,12 @@ class RunExecutor:
             await self.ledger.persist_update(
                 claimed.thread_id, claimed.run_id, {"messages": snapshot.messages}
             )
+            if run.runtime.own_graph:  # and the state keys it ended with, after them
+                await self.ledger.append(
+                    claimed.thread_id,
+                    claimed.run_id,
+                    [state_event(snapshot.values, run.runtime.output_keys)],
+                )
         if interrupt is not None:
             return RunResult(RunStatus.INTERRUPTED, interrupt=interrupt)
         await self._prune_checkpoints(claimed, run.state)
@@ -407,6 +414,14 @@ class RunExecutor:
                 pending.extend(deltas.drain())
                 pending.append(graph_stream_event(mode, chunk))
                 continue
+            if mode == "values":
+                # A graph of the user's own: its state keys as they stand after the step (or at
+                # the run's start), for the LangGraph door's ``values``; written now, in one
+                # statement with what waited. (At an interrupt the run's status event tells.)
+                if not (isinstance(chunk, dict) and "__interrupt__" in chunk):
+                    pending.extend([*deltas.drain(), state_event(chunk, runtime.output_keys)])
+                    await self._append(claimed, pending, attempt)
+                continue
             if mode == "custom":
                 event = custom_event(chunk)
                 if isinstance(event, ProviderRetryEvent):
@@ -455,12 +470,16 @@ class RunExecutor:
     ) -> AsyncGenerator[tuple[str, Any], None]:
         untraced.apply()  # middleware hooks' trace set-up inline while tracing is off
         # An own graph's runtime context is its own (its context_schema: what the run's
-        # ``context`` gave, coerced by LangGraph), not AgentContext.
+        # ``context`` gave, coerced by LangGraph), not AgentContext; its state keys besides
+        # ``messages`` are followed step by step (``values``).
+        modes = cast(list[StreamMode], ["updates", "custom", "messages", *options.stream_modes])
+        if runtime.own_graph:
+            modes.append("values")
         async for item in runtime.graph.astream(
             graph_input,
             config,
             context=_own_context(runtime, options) if runtime.own_graph else context,
-            stream_mode=cast(Any, ["updates", "custom", "messages", *options.stream_modes]),
+            stream_mode=modes,
         ):
             mode, chunk = item
             yield mode, chunk

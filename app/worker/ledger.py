@@ -15,6 +15,7 @@ import msgspec
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agents.state_values import graph_values
 from app.compression.messages import message_text
 from app.compression.storable import storable_text, storable_value
 from app.compression.summary_messages import is_summary_message
@@ -27,6 +28,7 @@ from app.db.run_events import (
     MessageAddedEvent,
     MessageRole,
     ProviderRetryEvent,
+    StateEvent,
     event_row,
     hitl_request,
 )
@@ -139,6 +141,15 @@ def graph_stream_event(mode: str, chunk: Any) -> GraphStreamEvent:
     """A ``tasks`` / ``checkpoints`` / ``debug`` chunk as the event the run stores."""
     data = storable_value(json.loads(json.dumps(chunk, default=_jsonable)))
     return GraphStreamEvent(type="graph", mode=mode, data=data)
+
+
+def state_event(values: Any, keys: frozenset[str] | None = None) -> StateEvent:
+    """A graph's state keys besides ``messages`` (a ``values`` chunk, or a snapshot's
+    ``values``; only ``keys`` when named: the graph's output schema) as the ``state`` event
+    the run stores."""
+    if keys is not None and isinstance(values, dict):
+        values = {k: v for k, v in values.items() if k in keys}
+    return StateEvent(type="state", values=json_safe(graph_values(values)))
 
 
 def new_messages(update: Any) -> list[BaseMessage]:

@@ -7,14 +7,8 @@ scripted chat model streaming word tokens, a safe tool, ``delete_record`` behind
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +17,7 @@ from langgraph_sdk import get_client
 from benchmarks.turns_reference import reference_venv
 from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.graph_acceptance import acceptance_suite
+from tests.support.langgraph_dev import langgraph_dev
 from tests.support.live_server import serve_in_loop
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import ROOT, free_port
@@ -41,42 +36,6 @@ async def test_threadkeeper_passes_the_suite(app_factory: AppFactory) -> None:
         # A create_agent graph without Threadkeeper's compression declares no capability.
         agent = (await h.client.get("/v1/agents/records", headers=AUTH)).json()
         assert agent["capabilities"] == []
-
-
-@contextlib.contextmanager
-def langgraph_dev(
-    langgraph: Path, served: Path, port: int, log_path: Path, **extra: str
-) -> Iterator[Any]:
-    """``langgraph dev`` serving ``served/langgraph.json`` (stopped with SIGINT, as a user
-    stops it); ``extra``: more environment."""
-    env = {
-        **os.environ,
-        **extra,
-        "LANGSMITH_TRACING": "false",
-        "LANGCHAIN_TRACING_V2": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGSMITH_API_KEY": "",
-        "PYTHONPATH": str(ROOT),
-    }
-    command = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port)]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [*command, "--config", "langgraph.json"],
-            cwd=served,
-            env=env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        try:
-            yield proc
-        finally:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
 
 
 @pytest.mark.slow

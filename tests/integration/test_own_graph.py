@@ -281,3 +281,32 @@ async def test_cancel_a_running_and_an_interrupted_own_graph_run(
         provider.enqueue_text("Two years.")
         await run_turns(h, tid, ["and the warranty?"])
         assert (await messages(h, tid))[-1]["content"] == "Two years."
+
+
+async def test_input_to_an_own_graph_runs_first_in_first_out(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """Three messages posted at once to a thread of an own graph: one run at a time, in the
+    order posted, each seeing the answers before it (the graph's own key counts the turns)."""
+    (tmp_path / "plain.py").write_text(PLAIN_GRAPH)
+    config = {"graphs": {"plain": "./plain.py:graph"}, "dependencies": ["."]}
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    async with (
+        app_factory(agents_file=str(tmp_path / "langgraph.json")) as h,
+        serve_in_loop(h.app) as url,
+    ):
+        tid = await new_thread(h)
+        for text in ["one", "two", "three"]:
+            await post(h, tid, text)
+        done: set[str] = set()
+        for _ in range(3):
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, exclude=done)
+            assert run["status"] == "completed", run
+            done.add(run["id"])
+        # The chat as the LangGraph door shows it (each input where its run took it) and as
+        # the graph saw it (its checkpoint) agree: each answer follows its own question.
+        values = (await get_client(url=url, api_key=API_KEY).threads.get_state(tid))["values"]
+        chat = ["one", "heard: one", "two", "heard: two", "three", "heard: three"]
+        assert [m["content"] for m in values["messages"]] == chat
+        assert [m["content"] for m in values["threadkeeper"]["model_view"]] == chat
+        assert values["turns"] == 3

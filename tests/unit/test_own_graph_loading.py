@@ -19,7 +19,7 @@ from structlog.testing import CapturingLogger
 from app.agents import langgraph_config
 from app.agents.assembly import preflight
 from app.agents.models import provider_models
-from app.agents.own_graph import load_graph
+from app.agents.own_graph import load_graph, output_keys
 from app.agents.spec import AgentsFileError, load_agent_specs
 from app.config import load_settings
 from tests.support.processes import ROOT, app_run
@@ -242,6 +242,20 @@ def test_the_examples_load_and_opt_in(example: str) -> None:
         assert loaded.opted_in, spec.id
 
 
+def test_the_deep_agent_example_keeps_its_own_summarization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``create_deep_agent`` always brings its ``SummarizationMiddleware``: served without
+    Threadkeeper's compression (one compression, not both), its own keys in its output."""
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    path = EXAMPLES / "deep_agent" / "langgraph.json"
+    [spec] = preflight(settings_for(path))
+    loaded = asyncio.run(load_graph(spec, path.parent, None))
+    assert loaded.opted_in is False
+    assert any("SummarizationMiddleware" in node for node in loaded.graph.nodes)
+    assert {"todos", "files"} <= (output_keys(loaded.graph) or set())
+
+
 @pytest.mark.slow
 def test_the_entry_points_exit_2_naming_the_graph(tmp_path: Path) -> None:
     path = write_graph(tmp_path, "def graph():\n    raise RuntimeError('no key')")
@@ -273,3 +287,33 @@ def test_a_graph_agent_has_only_a_summarizer_to_check(tmp_path: Path) -> None:
     )
     [spec] = preflight(settings)
     assert set(provider_models(spec, settings)) == {"summarizer"}
+
+
+def test_a_package_module_graph_from_a_dependency_folder_and_an_env_mapping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``"package.module:attr"`` (imported from a ``dependencies`` folder, as LangGraph's
+    server imports it) and ``env`` as a mapping."""
+    package = tmp_path / "src" / "desk_pkg_i33"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "graphs.py").write_text(
+        HEADER + "\nimport os\nMODEL = os.environ['I33_MAPPED']\ngraph = builder()\n"
+    )
+    monkeypatch.delenv("I33_MAPPED", raising=False)
+    config = {
+        "dependencies": ["./src"],
+        "graphs": {"pkg": "desk_pkg_i33.graphs:graph"},
+        "env": {"I33_MAPPED": "from-the-mapping"},
+    }
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps(config))
+    [spec] = preflight(settings_for(path))
+    assert (spec.id, spec.graph) == ("pkg", "desk_pkg_i33.graphs:graph")
+    assert os.environ["I33_MAPPED"] == "from-the-mapping"
+    loaded = asyncio.run(load_graph(spec, tmp_path, InMemorySaver()))
+    assert "echo" in loaded.graph.nodes and loaded.opted_in is False
+    import desk_pkg_i33.graphs  # type: ignore[import-not-found]
+
+    assert desk_pkg_i33.graphs.MODEL == "from-the-mapping"
+    monkeypatch.delenv("I33_MAPPED")

@@ -15,7 +15,9 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+import msgspec
 
 from app.db.models import Message, RunEvent
 from app.domain.errors import ValidationFailed
@@ -65,16 +67,28 @@ def parse_last_event_id(value: str | None) -> Cursor:
 
 @dataclass
 class _Translation:
-    """Per-stream state: the history shown in ``values`` and the AI messages already streamed."""
+    """Per-stream state: the history shown in ``values``, the AI messages already streamed and,
+    for a graph of the user's own, its state keys besides ``messages``."""
 
     run: LangGraphRun
     modes: frozenset[str]
     history: list[Message] = field(default_factory=list)
     streamed: set[str] = field(default_factory=set)
+    #: A graph of the user's own: its state keys as its latest ``state`` event gave them; its
+    #: ``values`` parts come one per step, as LangGraph sends them. None: an agent Threadkeeper
+    #: assembles (no state of its own: a ``values`` part follows each stored message).
+    state: dict[str, Any] | None = None
+    #: A ``state`` event was seen (a run stored before they existed has none).
+    stated: bool = False
 
     def values(self, interrupt: list[InterruptOut] | None = None) -> Part:
         messages = [message_out(m) for m in self.history]
-        return Part("values", RunValuesOut(messages=messages, interrupt=interrupt))
+        out = RunValuesOut(messages=messages, interrupt=interrupt)
+        if self.state is None:
+            return Part("values", out)
+        # The graph's own keys beside the history, in LangGraph's order (messages first).
+        plain: dict[str, Any] = msgspec.to_builtins(out)
+        return Part("values", {"messages": plain.pop("messages", []), **self.state, **plain})
 
     def meta(self, node: str) -> dict[str, Any]:
         return {
@@ -108,8 +122,13 @@ class _Translation:
                     out.append(Part("updates", {node: {"messages": [as_out]}}))
                 if self.modes & {"messages-tuple", "messages"} and (m.lc_id not in self.streamed):
                     out.append(Part("messages", [as_out, self.meta(node)]))
-            if new and "values" in self.modes:
+            if new and "values" in self.modes and self.state is None:
                 out.append(self.values())
+        elif event.type == "state":  # a step of a graph of the user's own ended
+            if self.state is not None:
+                self.state, self.stated = dict(data.get("values") or {}), True
+                if "values" in self.modes:
+                    out.append(self.values())
         elif event.type in ("compression", "provider_retry"):
             if "custom" in self.modes:
                 out.append(Part("custom", {**data, "type": f"threadkeeper.{event.type}"}))
@@ -141,7 +160,10 @@ class _Translation:
                 provider_code=data.get("provider_code"),
             )
             return [Part("error", error)], True
-        return out, bool(data.get("final"))
+        final = bool(data.get("final"))
+        if final and self.state is not None and not self.stated and "values" in self.modes:
+            out.append(self.values())  # a run stored without ``state`` events: its history
+        return out, final
 
 
 async def stream_parts(
@@ -165,8 +187,10 @@ async def stream_parts(
         if item is None:
             yield None
         elif isinstance(item, RunStart):
-            state.history = item.history
-            if "values" in state.modes and after.event_id == 0 and after.index < 0:
+            state.history, state.state = item.history, item.state
+            # A graph of the user's own sends its first values itself (its ``state`` event).
+            fresh = after.event_id == 0 and after.index < 0
+            if "values" in state.modes and fresh and item.state is None:
                 start = state.values()  # the state the run starts from: before any event
                 yield Part(start.event, start.data, "0-0" if with_ids else None)
         else:
@@ -182,13 +206,16 @@ async def stream_parts(
 
 async def final_values(parts: AsyncIterator[Part | None]) -> RunValuesOut:
     """What /wait and /join answer: the last ``values`` (with ``__interrupt__`` when the run
-    stopped for approval), or with ``__error__`` when it failed."""
-    last = RunValuesOut()
+    stopped for approval), or with ``__error__`` when it failed. A graph of the user's own
+    has its state keys there too (a JSON object with more keys than the document names)."""
+    last: RunValuesOut | dict[str, Any] = RunValuesOut()
     async for part in parts:
         if part is None:
             continue
         if part.event == "values":
             last = part.data
         elif part.event == "error":
+            if isinstance(last, dict):
+                return cast(RunValuesOut, {**last, "__error__": part.data})
             return RunValuesOut(messages=last.messages, interrupt=last.interrupt, error=part.data)
-    return last
+    return cast(RunValuesOut, last)

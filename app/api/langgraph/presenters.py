@@ -96,12 +96,22 @@ def chunk_json(lc_id: str | None, text: str) -> dict[str, Any]:
 
 
 def interrupt_out(value: Any, interrupt_id: str) -> InterruptOut:
-    """The HITLRequest, in the one typed shape the run's events store, whether read from the
-    run row or an event."""
+    """The interrupt's value as LangGraph's server returns it, whether read from the run row
+    or an event: a graph's own ``interrupt(value)`` as raised; a HITLRequest in its typed
+    shape, its optional keys (LangChain's ``NotRequired``) left out when unset."""
     typed = hitl_request(value)
-    return InterruptOut(
-        value=value if typed is None else msgspec.to_builtins(typed), id=interrupt_id
-    )
+    if typed is None:
+        return InterruptOut(value=value, id=interrupt_id)
+    plain: dict[str, Any] = msgspec.to_builtins(typed)
+    for item in [*plain["action_requests"], *plain["review_configs"]]:
+        for key in _UNSET_WHEN_NONE & item.keys():
+            if item[key] is None:
+                del item[key]
+    return InterruptOut(value=plain, id=interrupt_id)
+
+
+#: HITLRequest keys LangChain leaves out rather than send as null.
+_UNSET_WHEN_NONE = frozenset({"description", "args_schema"})
 
 
 def run_interrupts(run: AgentRun | None) -> list[InterruptOut]:

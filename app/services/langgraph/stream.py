@@ -9,9 +9,11 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.registry import AgentRegistry
 from app.db.models import Message, RequestStatus, RunEvent, RunStatus
 from app.repositories.messages import MessageRepository
 from app.repositories.run_events import RunEventRepository
@@ -29,6 +31,11 @@ class RunStart:
     """The run started: the history as its first part shows it."""
 
     history: list[Message]
+    #: A graph of the user's own: its state keys besides ``messages`` as its ``state`` events
+    #: tell them (those of the latest at or before the stream's resume point; empty when the
+    #: stream starts with the run). None: the agent keeps no state of its own (its ``values``
+    #: follow its messages).
+    state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +50,11 @@ class LangGraphStreams:
         self,
         sessions: async_sessionmaker[AsyncSession],
         feed: RunFeed,
+        agents: AgentRegistry,
     ) -> None:
         self.sessions = sessions
         self.feed = feed
+        self.agents = agents
 
     async def follow(
         self,
@@ -71,7 +80,9 @@ class LangGraphStreams:
         start = after_event
         if run.request is None and start == 0:
             start = await self._resumed_at(agent_run.id)
-        yield RunStart(await self._history_until(run))
+        yield RunStart(
+            await self._history_until(run), await self._state_at(run, agent_run.id, start)
+        )
         feed = self.feed.follow(agent_run.id, owner_id, start, keepalive=keepalive, stop=stop)
         async for events in feed:
             if not events:
@@ -87,6 +98,16 @@ class LangGraphStreams:
             if stop.is_set():
                 return
             agent_run = await self.feed.wait(agent_run.id, owner_id, WAIT_SLICE, stop=stop)
+
+    async def _state_at(
+        self, run: LangGraphRun, agent_run_id: uuid.UUID, start: int
+    ) -> dict[str, Any] | None:
+        if not self.agents.is_graph(run.assistant_id):
+            return None
+        if start == 0:
+            return {}
+        async with self.sessions() as session:
+            return await RunEventRepository(session).last_state(agent_run_id, start) or {}
 
     async def _message_of(self, event: RunEvent) -> Message | None:
         if event.type != "message":

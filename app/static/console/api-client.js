@@ -737,6 +737,12 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} StateEvent
+ * @property {"state"} type
+ * @property {Record<string, any>} [values]
+ */
+
+/**
  * @typedef {Object} StateMessage
  * @property {(string | null)} id
  * @property {StateMessageType} type

@@ -22,6 +22,7 @@ from app.db.urls import libpq_url
 from app.main import create_app
 from tests.support.app_harness import AppFactory, AppHarness, make_settings
 from tests.support.database import fresh_database, server_url
+from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.pgbouncer import Bouncer, pgbouncer
 from tests.support.s3_server import S3Server, run_s3_server
 
@@ -79,6 +80,16 @@ def database_route(request: pytest.FixtureRequest) -> dict[str, Any]:
         "database_pooler": "transaction",
         "database_direct_url": request.getfixturevalue("database_url"),
     }
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAICompatibleServer]:
+    """The local OpenAI-protocol provider, where the example graphs' ``ChatOpenAI`` finds it
+    (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)."""
+    with OpenAICompatibleServer() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        yield srv
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from langgraph_sdk import get_client
 from tests.support.api import add_doc, messages, new_thread, run_turns, state
 from tests.support.app_harness import API_KEY, AUTH, AppFactory, AppHarness
 from tests.support.live_server import serve_in_loop
-from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.integration
@@ -23,14 +22,6 @@ pytestmark = pytest.mark.integration
 EXAMPLES = ROOT / "examples" / "graphs"
 DESK = EXAMPLES / "support_desk" / "langgraph.json"
 DOC = "The warranty covers every appliance for two years from the day of purchase."
-
-
-@pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with OpenAICompatibleServer() as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test")
-        yield srv
 
 
 async def post(h: AppHarness, tid: str, text: str) -> None:

@@ -14,21 +14,12 @@ from langgraph_sdk import get_client
 from tests.support.api import messages, new_thread, run_turns, state
 from tests.support.app_harness import API_KEY, AUTH, AppFactory
 from tests.support.live_server import serve_in_loop
-from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.integration
 
 DEEP = ROOT / "examples" / "graphs" / "deep_agent" / "langgraph.json"
 TODOS = [{"content": "find the atlas", "status": "in_progress"}]
-
-
-@pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with OpenAICompatibleServer() as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "k")
-        yield srv
 
 
 async def test_a_deep_agent_through_the_langgraph_door(

@@ -24,7 +24,6 @@ from app.db.urls import libpq_url
 from tests.support.api import messages, new_thread
 from tests.support.app_harness import API_KEY, AUTH, OTHER_KEY, AppFactory
 from tests.support.live_server import serve_in_loop
-from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.processes import ROOT, app_process, reaped, wait_exit, worker_env
 from tests.support.tcp_proxy import postgres_proxy
 from tests.support.waiting import wait_until
@@ -32,14 +31,6 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 RECORDS = ROOT / "examples" / "graphs" / "records_agent" / "langgraph.json"
-
-
-@pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with OpenAICompatibleServer() as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "k")
-        yield srv
 
 
 async def test_create_agent_example_on_both_doors(app_factory: AppFactory, provider: Any) -> None:

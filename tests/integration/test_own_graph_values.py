@@ -37,14 +37,6 @@ SCENARIOS = {
 }
 
 
-@pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with OpenAICompatibleServer() as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "k")
-        yield srv
-
-
 @pytest.mark.parametrize("example", sorted(SCENARIOS))
 async def test_values_carry_the_graphs_own_keys_as_langgraph_returns_them(
     app_factory: AppFactory, provider: Any, example: str

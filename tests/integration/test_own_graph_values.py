@@ -31,6 +31,8 @@ pytestmark = pytest.mark.integration
 
 EXAMPLES = ROOT / "examples" / "graphs"
 REFERENCE = json.loads((ROOT / "tests/support/graphs/values_reference.json").read_text())
+#: Each ``runs.stream`` call's ``updates`` parts (node by node, in order), from ``langgraph dev``.
+UPDATES = json.loads((ROOT / "tests/support/graphs/updates_reference.json").read_text())
 SCENARIOS = {
     "records_agent": records_transcript,
     "support_desk": desk_transcript,
@@ -52,9 +54,12 @@ async def test_values_carry_the_graphs_own_keys_as_langgraph_returns_them(
     path = EXAMPLES / example / "langgraph.json"
     async with app_factory(agents_file=str(path)) as h, serve_in_loop(h.app) as url:
         got = await SCENARIOS[example](url, API_KEY, provider)
-    expected = REFERENCE[example]
+    updates, expected = got.pop("updates"), REFERENCE[example]
     for key in expected:  # one at a time: a mismatch names the call
         assert got[key] == expected[key], key
+    # Each node's own update, as LangGraph's server streams it (not rebuilt from messages).
+    for key in UPDATES[example]:
+        assert updates[key] == UPDATES[example][key], key
     if example == "records_agent":  # what the reference says, in words
         counts = [v.get("model_calls") for v in got["stream"]]
         assert counts == [None, None, 1, 1, 1, 2]  # its middleware's key, step by step
@@ -188,4 +193,5 @@ async def test_langgraph_dev_returns_the_reference(tmp_path: Path, example: str)
 
             await wait_until(ready, "langgraph dev answers /ok", timeout=180)
             got = await SCENARIOS[example](url, None, srv)
+    assert got.pop("updates") == UPDATES[example]
     assert got == REFERENCE[example]

@@ -109,6 +109,22 @@ async def test_a_failed_run_keeps_its_keys_beside_the_error(
         events = await h.sse_events(run["id"])
         states = [e["data"]["values"] for e in events if e["data"].get("type") == "state"]
         assert states == [{"seen": []}, {"seen": ["one"]}, {"seen": ["one"]}]
+        # ...and each node's update as an ``update`` event, in order.
+        updates = [
+            (e["data"]["node"], project(e["data"]["update"]))
+            for e in events
+            if e["data"].get("type") == "update"
+        ]
+        assert updates == [
+            ("note", {"seen": ["one"]}),
+            ("answer", {"messages": [["ai", "heard one", []]]}),
+        ]
+        failing = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"][0]
+        assert [  # the failed run: the node before the failing one
+            (e["data"]["node"], e["data"]["update"])
+            for e in await h.sse_events(failing["id"])
+            if e["data"].get("type") == "update"
+        ] == [("note", {"seen": ["boom"]})]
         await run_turns(h, tid, ["two"])
 
 

@@ -205,6 +205,16 @@ class StateEvent(msgspec.Struct, kw_only=True):
     values: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class UpdateEvent(msgspec.Struct, kw_only=True):
+    """A node of a graph of the user's own finished: its name and the update it returned (JSON;
+    messages as LangChain serializes them), as LangGraph's ``updates`` stream mode shows it.
+    Only graphs served from a ``langgraph.json`` or a ``graph`` entry send it."""
+
+    type: Literal["update"]
+    node: str
+    update: Any = None
+
+
 #: Every event payload; each is documented as its own component schema.
 RunEventData = (
     StatusEvent
@@ -215,6 +225,7 @@ RunEventData = (
     | CustomEvent
     | GraphStreamEvent
     | StateEvent
+    | UpdateEvent
 )
 
 #: The payload struct of each row ``type``.
@@ -227,6 +238,7 @@ EVENT_TYPES: dict[str, type[RunEventData]] = {
     "custom": CustomEvent,
     "graph": GraphStreamEvent,
     "state": StateEvent,
+    "update": UpdateEvent,
 }
 
 

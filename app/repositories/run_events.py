@@ -19,6 +19,7 @@ from app.db.run_events import (
     MessageAddedEvent,
     ProviderRetryEvent,
     StateEvent,
+    UpdateEvent,
     event_row,
 )
 
@@ -33,6 +34,7 @@ ActivityEvent = (
     | CustomEvent
     | GraphStreamEvent
     | StateEvent
+    | UpdateEvent
 )
 
 

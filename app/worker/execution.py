@@ -8,16 +8,13 @@ import asyncio
 import contextlib
 import traceback
 import uuid
-from collections.abc import AsyncGenerator
-from typing import Any, cast
+from typing import Any
 
 import structlog
 from langchain_core.messages import AIMessageChunk
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command, StreamMode
+from langgraph.types import Command
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.agents import untraced
 from app.agents.context import AgentContext
 from app.agents.graph import AgentRuntime
 from app.agents.registry import AgentRegistry
@@ -33,8 +30,9 @@ from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.run_events import ActivityEvent
 from app.repositories.run_leases import RunLeaseStatements
-from app.worker.claims import GRAPH_STREAM_MODES, ClaimedRun, GraphOptions, Handoff
+from app.worker.claims import GRAPH_STREAM_MODES, ClaimedRun, Handoff
 from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
+from app.worker.graph_stream import graph_stream
 from app.worker.ledger import (
     DeltaBuffer,
     LeaseLost,
@@ -43,21 +41,13 @@ from app.worker.ledger import (
     graph_stream_event,
     interrupt_payload,
     state_event,
+    update_event,
 )
 from app.worker.outage import DATABASE_RETRIES, DatabaseWait, ResumePoint
 from app.worker.outcome import RunOutcomes, RunResult
 from app.worker.repair import repair_dangling_tool_calls
 
 log = structlog.get_logger(__name__)
-
-
-def _own_context(runtime: AgentRuntime, options: GraphOptions) -> Any:
-    """A graph of the user's own gets the run's ``context`` (``{}`` when it named none and the
-    graph declares a ``context_schema``, as LangGraph's server gives it: the schema's
-    defaults), coerced by LangGraph into its schema."""
-    if options.context is not None:
-        return options.context
-    return {} if getattr(runtime.graph, "context_schema", None) is not None else None
 
 
 class HandedOff(Exception):
@@ -393,7 +383,7 @@ class RunExecutor:
         deltas = DeltaBuffer(
             self.settings.delta_flush_ms / 1000, max_chars=self.settings.delta_flush_chars
         )
-        stream = self._stream(runtime, graph_input, config, context, claimed.options)
+        stream = graph_stream(runtime, graph_input, config, context, claimed.options)
         # Custom events wait for the step's write (or the next delta flush), so a step costs
         # one statement whatever it streamed; the order (custom, deltas, messages) is kept.
         pending: list[ActivityEvent] = []
@@ -441,6 +431,8 @@ class RunExecutor:
                 if node == "__interrupt__":
                     interrupt = interrupt_payload(update)
                     continue
+                if runtime.own_graph:  # the node's update as it is, for the door's ``updates``
+                    events.append(update_event(node, update))
                 await self.ledger.persist_update(claimed.thread_id, claimed.run_id, update, events)
                 events = []
             await self.ledger.append(claimed.thread_id, claimed.run_id, events)
@@ -459,30 +451,6 @@ class RunExecutor:
         attempt.note_sent(events)
         await self.ledger.append(claimed.thread_id, claimed.run_id, list(events))
         events.clear()
-
-    @staticmethod
-    async def _stream(
-        runtime: AgentRuntime,
-        graph_input: Any,
-        config: RunnableConfig,
-        context: AgentContext,
-        options: GraphOptions,
-    ) -> AsyncGenerator[tuple[str, Any], None]:
-        untraced.apply()  # middleware hooks' trace set-up inline while tracing is off
-        # An own graph's runtime context is its own (its context_schema: what the run's
-        # ``context`` gave, coerced by LangGraph), not AgentContext; its state keys besides
-        # ``messages`` are followed step by step (``values``).
-        modes = cast(list[StreamMode], ["updates", "custom", "messages", *options.stream_modes])
-        if runtime.own_graph:
-            modes.append("values")
-        async for item in runtime.graph.astream(
-            graph_input,
-            config,
-            context=_own_context(runtime, options) if runtime.own_graph else context,
-            stream_mode=modes,
-        ):
-            mode, chunk = item
-            yield mode, chunk
 
     async def _prune_checkpoints(self, claimed: ClaimedRun, state: AgentStateRepository) -> None:
         """Each step stores a full copy of the state; keep only the latest once the turn is done.

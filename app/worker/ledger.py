@@ -29,6 +29,7 @@ from app.db.run_events import (
     MessageRole,
     ProviderRetryEvent,
     StateEvent,
+    UpdateEvent,
     event_row,
     hitl_request,
 )
@@ -137,10 +138,20 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _graph_json(chunk: Any) -> Any:
+    """What LangGraph streamed, as the JSON its server sends (messages as their dicts)."""
+    return storable_value(json.loads(json.dumps(chunk, default=_jsonable)))
+
+
 def graph_stream_event(mode: str, chunk: Any) -> GraphStreamEvent:
     """A ``tasks`` / ``checkpoints`` / ``debug`` chunk as the event the run stores."""
-    data = storable_value(json.loads(json.dumps(chunk, default=_jsonable)))
-    return GraphStreamEvent(type="graph", mode=mode, data=data)
+    return GraphStreamEvent(type="graph", mode=mode, data=_graph_json(chunk))
+
+
+def update_event(node: str, update: Any) -> UpdateEvent:
+    """A node's update of a graph of the user's own (an ``updates`` chunk's entry) as the
+    ``update`` event the run stores."""
+    return UpdateEvent(type="update", node=storable_text(node), update=_graph_json(update))
 
 
 def state_event(values: Any, keys: frozenset[str] | None = None) -> StateEvent:

@@ -31,6 +31,8 @@ pytestmark = pytest.mark.integration
 
 EXAMPLES = ROOT / "examples" / "graphs"
 REFERENCE = json.loads((ROOT / "tests/support/graphs/values_reference.json").read_text())
+#: Each ``runs.stream`` call's ``updates`` parts (node by node, in order), from ``langgraph dev``.
+UPDATES = json.loads((ROOT / "tests/support/graphs/updates_reference.json").read_text())
 SCENARIOS = {
     "records_agent": records_transcript,
     "support_desk": desk_transcript,
@@ -44,9 +46,12 @@ async def test_values_carry_the_graphs_own_keys_as_langgraph_returns_them(
     path = EXAMPLES / example / "langgraph.json"
     async with app_factory(agents_file=str(path)) as h, serve_in_loop(h.app) as url:
         got = await SCENARIOS[example](url, API_KEY, provider)
-    expected = REFERENCE[example]
+    updates, expected = got.pop("updates"), REFERENCE[example]
     for key in expected:  # one at a time: a mismatch names the call
         assert got[key] == expected[key], key
+    # Each node's own update, as LangGraph's server streams it (not rebuilt from messages).
+    for key in UPDATES[example]:
+        assert updates[key] == UPDATES[example][key], key
     if example == "records_agent":  # what the reference says, in words
         counts = [v.get("model_calls") for v in got["stream"]]
         assert counts == [None, None, 1, 1, 1, 2]  # its middleware's key, step by step
@@ -96,6 +101,22 @@ async def test_a_failed_run_keeps_its_keys_beside_the_error(
         events = await h.sse_events(run["id"])
         states = [e["data"]["values"] for e in events if e["data"].get("type") == "state"]
         assert states == [{"seen": []}, {"seen": ["one"]}, {"seen": ["one"]}]
+        # ...and each node's update as an ``update`` event, in order.
+        updates = [
+            (e["data"]["node"], project(e["data"]["update"]))
+            for e in events
+            if e["data"].get("type") == "update"
+        ]
+        assert updates == [
+            ("note", {"seen": ["one"]}),
+            ("answer", {"messages": [["ai", "heard one", []]]}),
+        ]
+        failing = (await h.client.get(f"/v1/threads/{tid}/runs", headers=AUTH)).json()["items"][0]
+        assert [  # the failed run: the node before the failing one
+            (e["data"]["node"], e["data"]["update"])
+            for e in await h.sse_events(failing["id"])
+            if e["data"].get("type") == "update"
+        ] == [("note", {"seen": ["boom"]})]
         await run_turns(h, tid, ["two"])
 
 
@@ -180,4 +201,5 @@ async def test_langgraph_dev_returns_the_reference(tmp_path: Path, example: str)
 
             await wait_until(ready, "langgraph dev answers /ok", timeout=180)
             got = await SCENARIOS[example](url, None, srv)
+    assert got.pop("updates") == UPDATES[example]
     assert got == REFERENCE[example]

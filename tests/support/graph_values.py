@@ -3,7 +3,9 @@ the official ``langgraph-sdk`` only, so the same scenario runs against Threadkee
 ``langgraph dev`` serving the same example: each ``values`` part of ``runs.stream`` (one per
 step, the first at the run's start), the result of ``runs.wait`` and of ``runs.join``, with
 the graph's own keys (``model_calls``; ``route``, ``documents``, ``approved``) beside
-``messages`` and ``__interrupt__`` when the run stopped.
+``messages`` and ``__interrupt__`` when the run stopped; under ``updates``, each stream's
+``updates`` parts (each node's own update, in order; ``tests/support/graphs/
+updates_reference.json``).
 
 A transcript keeps what both servers must agree on: each message's type, content and tool
 call names (ids and metadata differ by design), every other key as it is, and an interrupt's
@@ -34,13 +36,35 @@ def project(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _stream(client: Any, tid: str, graph: str, **kwargs: Any) -> list[dict[str, Any]]:
+def project_update(data: dict[str, Any]) -> dict[str, Any]:
+    """What two servers' ``updates`` parts must agree on: each node's update projected like
+    ``values`` (an interrupt: its value)."""
+    out: dict[str, Any] = {}
+    for node, update in data.items():
+        if node == "__interrupt__":
+            out[node] = [i["value"] for i in update]
+        elif isinstance(update, dict):
+            out[node] = project(update)
+        elif isinstance(update, list):
+            out[node] = [project(u) if isinstance(u, dict) else u for u in update]
+        else:
+            out[node] = update
+    return out
+
+
+async def _stream(
+    out: dict[str, Any], name: str, client: Any, tid: str, graph: str, **kwargs: Any
+) -> None:
+    """``out[name]``: the stream's ``values`` parts; ``out["updates"][name]``: its
+    ``updates`` parts (node by node, in order)."""
     parts = [
         (p.event, p.data)
         async for p in client.runs.stream(tid, graph, stream_mode=["values", "updates"], **kwargs)
     ]
     assert "error" not in [e for e, _ in parts], parts
-    return [project(d) for e, d in parts if e == "values"]
+    out[name] = [project(d) for e, d in parts if e == "values"]
+    updates = [project_update(d) for e, d in parts if e == "updates"]
+    out.setdefault("updates", {})[name] = updates
 
 
 def _ask(text: str) -> dict[str, Any]:
@@ -57,12 +81,12 @@ async def records_transcript(
     out: dict[str, Any] = {}
     provider.enqueue_tool_call("lookup_record", {"record_id": "r1"})
     provider.enqueue_text("Ada.")
-    out["stream"] = await _stream(client, tid, graph, input=_ask("who is r1?"))
+    await _stream(out, "stream", client, tid, graph, input=_ask("who is r1?"))
     provider.enqueue_tool_call("delete_record", {"record_id": "r2"})
-    out["stream_interrupted"] = await _stream(client, tid, graph, input=_ask("delete r2"))
+    await _stream(out, "stream_interrupted", client, tid, graph, input=_ask("delete r2"))
     provider.enqueue_text("Deleted.")
     approve = {"decisions": [{"type": "approve"}]}
-    out["stream_resumed"] = await _stream(client, tid, graph, command={"resume": approve})
+    await _stream(out, "stream_resumed", client, tid, graph, command={"resume": approve})
     provider.enqueue_text("Waited.")
     out["wait"] = project(await client.runs.wait(tid, graph, input=_ask("thanks")))
     provider.enqueue_tool_call("delete_record", {"record_id": "r1"})
@@ -82,12 +106,10 @@ async def desk_transcript(
     tid = (await client.threads.create())["thread_id"]
     out: dict[str, Any] = {}
     provider.enqueue_text("Two years.")
-    out["stream"] = await _stream(client, tid, graph, input=_ask("warranty?"))
-    out["stream_interrupted"] = await _stream(client, tid, graph, input=_ask("a refund please"))
+    await _stream(out, "stream", client, tid, graph, input=_ask("warranty?"))
+    await _stream(out, "stream_interrupted", client, tid, graph, input=_ask("a refund please"))
     provider.enqueue_text("Refunded.")
-    out["stream_resumed"] = await _stream(
-        client, tid, graph, command={"resume": {"approved": True}}
-    )
+    await _stream(out, "stream_resumed", client, tid, graph, command={"resume": {"approved": True}})
     provider.enqueue_text("Waited.")
     out["wait"] = project(await client.runs.wait(tid, graph, input=_ask("and the warranty?")))
     out["wait_interrupted"] = project(

@@ -1,7 +1,8 @@
 """A run's progress (``LangGraphStreams.follow``) as LangGraph stream parts.
 
 ``metadata`` first; token deltas -> ``messages`` tuples ``[AIMessageChunk, {langgraph_node}]``;
-persisted messages -> ``updates`` / ``values`` (the full history so far); compression ->
+persisted messages -> ``updates`` / ``values`` (the full history so far; a graph of the user's
+own: each node's update as it returned it, its ``values`` one per step); compression ->
 ``custom`` ``threadkeeper.compression``; an approval interrupt -> ``__interrupt__`` in
 ``values``/``updates``; a failure -> ``error {error, message}``. Then the stream ends (no
 ``end`` event). Part ids are ``<event id>-<n>`` (the n-th part made from that event; the state
@@ -118,7 +119,7 @@ class _Translation:
         elif event.type == "message":
             for m in new:
                 node, as_out = node_of(m.role), message_out(m)
-                if "updates" in self.modes:
+                if "updates" in self.modes and self.state is None:  # own graphs: ``update``
                     out.append(Part("updates", {node: {"messages": [as_out]}}))
                 if self.modes & {"messages-tuple", "messages"} and (m.lc_id not in self.streamed):
                     out.append(Part("messages", [as_out, self.meta(node)]))
@@ -129,6 +130,9 @@ class _Translation:
                 self.state, self.stated = dict(data.get("values") or {}), True
                 if "values" in self.modes:
                     out.append(self.values())
+        elif event.type == "update":  # a node of a graph of the user's own, as it returned
+            if "updates" in self.modes:
+                out.append(Part("updates", {str(data.get("node")): data.get("update")}))
         elif event.type in ("compression", "provider_retry"):
             if "custom" in self.modes:
                 out.append(Part("custom", {**data, "type": f"threadkeeper.{event.type}"}))

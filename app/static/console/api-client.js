@@ -907,6 +907,13 @@ async function request(config, op, args, options) {
  */
 
 /**
+ * @typedef {Object} UpdateEvent
+ * @property {"update"} type
+ * @property {string} node
+ * @property {any} [update]
+ */
+
+/**
  * @typedef {Object} UpdateThreadIn
  * @property {(string)} [title] length 0..500
  * @property {(Record<string, any>)} [metadata]

@@ -187,6 +187,10 @@ class CustomEvent(msgspec.Struct, kw_only=True):
     data: Any = None
 
 
+#: LangGraph's stream modes a run records only when it names them (``GraphStreamEvent``).
+GRAPH_STREAM_MODES = frozenset({"tasks", "checkpoints", "debug"})
+
+
 class GraphStreamEvent(msgspec.Struct, kw_only=True):
     """What LangGraph itself streamed in a mode only a run that named it records (``tasks``,
     ``checkpoints``, ``debug``), as JSON; the LangGraph door passes it through."""

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics
+from app.db.run_events import GRAPH_STREAM_MODES
 from app.db.session import autocommit
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.repositories.claim_queue import ClaimQueueRepository
@@ -72,11 +73,6 @@ class ClaimedRun:
     #: What the run's request asked of the graph (a LangGraph run's ``config.configurable``,
     #: ``context`` and the stream modes only the graph can produce).
     options: GraphOptions = field(default_factory=lambda: GraphOptions())
-
-
-#: Stream modes the worker streams from the graph only when a run asks for them (the door
-#: passes their parts through as LangGraph produced them).
-GRAPH_STREAM_MODES = ("tasks", "checkpoints", "debug")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,13 +24,13 @@ from app.config import WorkerSettings
 from app.db.checkpoint_codec import fork_tag
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
-from app.db.run_events import DeltaEvent, ProviderRetryEvent, RunError
+from app.db.run_events import GRAPH_STREAM_MODES, DeltaEvent, ProviderRetryEvent, RunError
 from app.db.session import autocommit
 from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.run_events import ActivityEvent
 from app.repositories.run_leases import RunLeaseStatements
-from app.worker.claims import GRAPH_STREAM_MODES, ClaimedRun, Handoff
+from app.worker.claims import ClaimedRun, Handoff
 from app.worker.errors import AGENT_UNAVAILABLE, classify_run_error, error_log_fields
 from app.worker.graph_stream import graph_stream
 from app.worker.ledger import (
@@ -123,6 +123,7 @@ class RunExecutor:
         bound = log.bind(run_id=str(claimed.run_id), thread_id=str(claimed.thread_id))
         heartbeat = asyncio.create_task(self._heartbeat(claimed.run_id))
         runner = asyncio.create_task(self._run_graph(claimed))
+        interrupted = False
         try:
             done, _ = await asyncio.wait({heartbeat, runner}, return_when=asyncio.FIRST_COMPLETED)
             if heartbeat in done and not runner.done():
@@ -134,8 +135,7 @@ class RunExecutor:
             result = runner.result()
             await self.outcomes.finish(claimed, result)
             bound.info("run_finished", status=result.status.value)
-            if result.status == RunStatus.INTERRUPTED:
-                await self._supersede_if_input_waits(claimed)
+            interrupted = result.status == RunStatus.INTERRUPTED
         except asyncio.CancelledError:
             runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -156,6 +156,14 @@ class RunExecutor:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await heartbeat
+        if interrupted:
+            # After the run's outcome, in a transaction of its own: a failure here leaves the
+            # run interrupted and the input queued behind it (as an agent that queues has it),
+            # never a second outcome for a run that has ended.
+            try:
+                await self._supersede_if_input_waits(claimed)
+            except Exception as exc:
+                bound.warning("run_supersede_failed", **error_log_fields(exc))
 
     async def _supersede_if_input_waits(self, claimed: ClaimedRun) -> None:
         """Input sent while the run ran, and the run then stopped for a human: unless the

@@ -89,7 +89,13 @@ async def test_unsupported_fields_are_refused_by_name(app_factory: AppFactory) -
             body = resp.json()
             assert body["error"] == "not_supported", body
             assert body["fields"][0]["field"] == field, body
-        for url in ["ftp://example.com/hook", "http://127.0.0.1:9/hook", "http://[::1]/x"]:
+        for url in [
+            "ftp://example.com/hook",
+            "http://127.0.0.1:9/hook",
+            "http://[::1]/x",
+            "http://localhost:9/hook",  # a name: what it resolves to is checked
+            "http://[64:ff9b::a9fe:a9fe]/latest",  # NAT64 of the metadata address
+        ]:
             resp = await h.client.post(
                 f"/threads/{tid}/runs/wait", json={**base, "webhook": url}, headers=KEY
             )

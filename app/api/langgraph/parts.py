@@ -21,6 +21,7 @@ from typing import Any, cast
 import msgspec
 
 from app.db.models import Message, RunEvent
+from app.db.run_events import GRAPH_STREAM_MODES
 from app.domain.errors import ValidationFailed
 from app.services.langgraph.runs import LangGraphRun
 from app.services.langgraph.stream import LangGraphStreams, RunStart
@@ -30,11 +31,10 @@ from .responses import InterruptOut, RunValuesOut, StreamErrorOut
 
 #: LangGraph's own stream modes the worker records when a run names them (``graph`` events),
 #: passed through as LangGraph streamed them.
-GRAPH_MODES = frozenset({"tasks", "checkpoints", "debug"})
 #: Stream modes with parts of their own (``events`` is refused when a run is created).
 #: ``messages`` (the legacy mode) is served like ``messages-tuple``.
 SERVED_MODES = (
-    frozenset({"values", "updates", "messages-tuple", "messages", "custom"}) | GRAPH_MODES
+    frozenset({"values", "updates", "messages-tuple", "messages", "custom"}) | GRAPH_STREAM_MODES
 )
 _PART_ID = re.compile(r"([0-9]{1,16})(?:-([0-9]{1,6}))?")
 

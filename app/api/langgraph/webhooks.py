@@ -5,7 +5,7 @@ The URL is checked when the run is created (``check_webhook``): http(s) only, an
 must not be (or resolve to) a loopback, link-local, private or otherwise non-public address
 unless ``THREADKEEPER_WEBHOOK_ALLOW_PRIVATE`` is set (a client must not make the server call
 its own network); it is checked again just before each POST (the name may resolve elsewhere
-by then). Delivery follows the run from the process that accepted it (woken by the run's
+by then), and the POST connects to the address that check accepted (``pinned_request``). Delivery follows the run from the process that accepted it (woken by the run's
 events, like a join); each POST has ``THREADKEEPER_WEBHOOK_TIMEOUT_SECONDS``, and a connection
 error, a timeout, 429 or 5xx is retried with backoff, ``THREADKEEPER_WEBHOOK_ATTEMPTS`` in all.
 A process that stops before the run ends does not deliver it (the run itself is not lost).
@@ -43,23 +43,43 @@ log = structlog.get_logger(__name__)
 _FOLLOW_KEEPALIVE = 30.0
 
 
+#: NAT64's well-known prefix: its last 32 bits are an IPv4 address (RFC 6052).
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, 6to4, NAT64, IPv4-compatible)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or (int(ip) >> 32 == 0 and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def _public(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:
+            return False
+        inner = _embedded_v4(ip)
+        if inner is not None and not _public(str(inner)):
+            return False
     return ip.is_global and not (ip.is_loopback or ip.is_link_local or ip.is_private)
 
 
-async def check_webhook(url: str, *, allow_private: bool) -> None:
+async def check_webhook(url: str, *, allow_private: bool) -> str | None:
     """``WebhookRefused`` unless ``url`` is an http(s) URL whose host is (and resolves only
-    to) public addresses, or ``allow_private``."""
+    to) public addresses, or ``allow_private``; the checked address to connect to (None with
+    ``allow_private``: the name is resolved as usual)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookRefused(f"webhook must be an http(s) URL, not {url[:200]!r}")
     if parts.username or parts.password:
         raise WebhookRefused("webhook must not carry credentials in its URL")
     if allow_private:
-        return
+        return None
     host = parts.hostname
     try:
         addresses = [str(ipaddress.ip_address(host))]
@@ -79,6 +99,23 @@ async def check_webhook(url: str, *, allow_private: bool) -> None:
             f"webhook host {host!r} is (or resolves to) a loopback, link-local or private "
             f"address ({', '.join(blocked)}); THREADKEEPER_WEBHOOK_ALLOW_PRIVATE allows it"
         )
+    return addresses[0]
+
+
+def pinned_request(url: str, address: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The URL, headers and httpx extensions that reach ``url``'s host at the checked
+    ``address`` (so a name that resolves elsewhere a moment later, DNS rebinding, is never
+    connected to), keeping its ``Host`` header and its TLS server name."""
+    if address is None:
+        return url, {}, {}
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    pinned = parts._replace(netloc=netloc).geturl()
+    extensions: dict[str, Any] = {}
+    if parts.scheme == "https":
+        extensions["sni_hostname"] = parts.hostname
+    return pinned, {"Host": parts.netloc}, extensions
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -95,8 +132,8 @@ class Webhooks:
         self._tasks: set[asyncio.Task[None]] = set()
         self.stop = asyncio.Event()
 
-    async def check(self, url: str) -> None:
-        await check_webhook(url, allow_private=self.settings.webhook_allow_private)
+    async def check(self, url: str) -> str | None:
+        return await check_webhook(url, allow_private=self.settings.webhook_allow_private)
 
     def deliver_when_done(
         self,
@@ -150,7 +187,6 @@ class Webhooks:
             bound.warning("webhook_failed", error=type(exc).__name__, detail=str(exc)[:300])
 
     async def _post(self, url: str, body: dict[str, Any]) -> None:
-        await self.check(url)  # again: the name may resolve elsewhere by now
         timeout = httpx.Timeout(self.settings.webhook_timeout_seconds)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
             async for attempt in AsyncRetrying(
@@ -160,5 +196,12 @@ class Webhooks:
                 reraise=True,
             ):
                 with attempt:
-                    response = await client.post(url, json=body)
-                    response.raise_for_status()
+                    # Checked again before each attempt (the name may resolve elsewhere by
+                    # now), and the connection goes to the address just checked.
+                    target, headers, extensions = pinned_request(url, await self.check(url))
+                    # Streamed and never read: the receiver's answer is its status only
+                    # (an endless body must not hold memory or the task).
+                    async with client.stream(
+                        "POST", target, json=body, headers=headers, extensions=extensions
+                    ) as response:
+                        response.raise_for_status()

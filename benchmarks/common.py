@@ -19,6 +19,8 @@ from typing import IO, TypeVar
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The tests' OpenAI-protocol stub, served apart with ``child_server`` (its ``--serve-fd`` main).
+OPENAI_STUB = ROOT / "tests" / "support" / "openai_server.py"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 

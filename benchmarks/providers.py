@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, child_server, percentile, server_from_env
+from benchmarks.common import OPENAI_STUB, child_server, percentile, server_from_env
 from benchmarks.service import (
     READY_SECONDS,
     Connection,
@@ -66,7 +66,6 @@ from benchmarks.turns_reference import (
     tree_cpu_seconds,
 )
 
-STUB = ROOT / "tests" / "support" / "openai_server.py"
 #: Model calls per turn (``query_kb``, then the answer).
 CALLS_PER_TURN = 2
 
@@ -121,7 +120,7 @@ class Figures:
 def provider(phase: Phase, log_path: Path) -> Iterator[str]:
     """The stub served apart for one phase; its base URL (``.../v1``)."""
     args = ["--latency", str(phase.latency), "--fault-rate", str(phase.fault_rate), "--seed", "7"]
-    with log_path.open("ab") as log, child_server(str(STUB), args, {}, stderr=log) as base:
+    with log_path.open("ab") as log, child_server(str(OPENAI_STUB), args, {}, stderr=log) as base:
         yield f"{base}/v1"
 
 

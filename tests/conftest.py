@@ -25,6 +25,7 @@ from tests.support.database import fresh_database, server_url
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.pgbouncer import Bouncer, pgbouncer
 from tests.support.s3_server import S3Server, run_s3_server
+from tests.support.schedule import slow_first
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -164,3 +165,18 @@ def app_factory(clean_db: str, tmp_path: Path) -> AppFactory:
         assert UNDECLARED[seen:] == [], f"answered but not declared: {UNDECLARED[seen:]}"
 
     return factory
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, slow tests first in each worker's share, a module at a time
+    (tests/support/schedule.py); last, once ``-k``/``-m``/``--deselect`` removed theirs."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    items[:] = slow_first(
+        items,
+        int(workerinput["workercount"]),
+        lambda i: i.get_closest_marker("slow") is not None,
+        group=lambda i: i.nodeid.split("::", 1)[0],
+    )

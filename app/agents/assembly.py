@@ -26,6 +26,7 @@ from app.agents.info import AgentInfo, agent_info
 from app.agents.mcp import McpServer, McpUnavailable
 from app.agents.models import agent_model, agent_summarizer, model_name, resilience
 from app.agents.own_graph import load_graph, load_graph_blocking, output_keys
+from app.agents.provider_http import shared_http_client
 from app.agents.recovery import Recovery
 from app.agents.registry import AgentRegistry
 from app.agents.spec import (
@@ -118,7 +119,8 @@ async def build_registry(
     async def start(agent_id: str) -> None:
         spec = next(s for s in specs if s.id == agent_id)
         try:
-            registry.install(*await assemble(spec))
+            with shared_http_client(registry.http):  # its models share one connection pool
+                registry.install(*await assemble(spec))
         except (McpUnavailable, AgentsFileError) as exc:
             # Static mistakes were refused by ``preflight``; what is left came from an MCP
             # server (down, or its tools not what the file expects): this agent only.

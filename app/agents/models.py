@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from app.agents.lean_openai import lean
+from app.agents.provider_http import client_options
 from app.agents.resilience import provider_middleware
 from app.agents.spec import OFFLINE, AgentsFileError, AgentSpec
 from app.compression.summarizers import Summarizer, llm_summarizer
@@ -93,7 +94,8 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
     ``max_retries=0``: retries are ours (app/agents/middlewares/provider_retry.py: bounded per
     run, reported in the run's events), and so is overflow recovery (the summary middleware).
     ``stream_usage=True`` so streamed runs still report token usage. ``lean``: without the
-    openai SDK's per-call typing (app/agents/lean_openai.py).
+    openai SDK's per-call typing (app/agents/lean_openai.py); over the registry's aiohttp
+    client when one is in effect (app/agents/provider_http.py).
     """
     if is_offline("", settings):
         return ExtractiveChatModel()
@@ -107,6 +109,7 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
             timeout=settings.llm_timeout_seconds,
             max_retries=0,
             stream_usage=True,
+            **client_options(),
         )
     )
 
@@ -136,6 +139,7 @@ def init_provider_model(
         kwargs["api_key"] = api_key
     if spec.startswith("openai:"):
         kwargs["stream_usage"] = True
+        kwargs.update(client_options())
     return lean(init_chat_model(spec, **kwargs))
 
 

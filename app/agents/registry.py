@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 from app.agents.graph import AgentRuntime
 from app.agents.info import AgentInfo
 from app.agents.mcp import McpServer
+from app.agents.provider_http import SharedHttpClient
 from app.agents.recovery import Recovery
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.domain.errors import AgentUnavailable, UnknownAgent
@@ -50,6 +51,8 @@ class AgentRegistry:
         self.recovery: Recovery | None = None
         #: Every MCP server of every agent (stopped by ``close``).
         self.mcp_servers: list[McpServer] = []
+        #: The HTTP client of its OpenAI-protocol models (closed by ``close``).
+        self.http = SharedHttpClient()
 
     # --- availability (issue 30) ----------------------------------------------------------------
     def install(self, runtime: AgentRuntime, info: AgentInfo) -> None:
@@ -86,11 +89,13 @@ class AgentRegistry:
         raise AgentUnavailable(detail, reason=reason, retry_after=retry)
 
     async def close(self) -> None:
-        """Stop retrying, and stop every MCP server this process started."""
+        """Stop retrying, stop every MCP server this process started, close the models' HTTP
+        connections."""
         if self.recovery is not None:
             await self.recovery.close()
         for server in self.mcp_servers:
             await server.close()
+        await self.http.aclose()
 
     @property
     def default_id(self) -> str:

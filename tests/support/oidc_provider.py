@@ -6,7 +6,7 @@ authorization-code flow (``/oauth2/authorize`` then ``/oauth2/token``).
   rotation as the service sees it (same issuer, new ``kid``, the old key gone).
 - ``stop()`` is the identity provider going down.
 - ``token_max_age`` (seconds, may be negative: tokens that are expired when issued) and
-  ``clock_offset`` (the IdP's clock runs ahead or behind, through Debian's ``faketime``:
+  ``clock_offset`` (the IdP's clock runs ahead or behind, through Debian's libfaketime preloaded:
   ``scripts/ensure_faketime.sh``) produce the tokens a real IdP issues with a skewed clock.
 - ``jwks_requests()`` counts the ``GET /jwks`` lines of its access log (what the service
   really asked for).
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
+import glob
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -31,6 +32,13 @@ from tests.support.processes import free_port, stop
 #: The client id tokens are issued to: their ``aud``, so the service's configured audience.
 CLIENT_ID = "threadkeeper"
 REDIRECT_URI = "http://127.0.0.1/callback"
+
+
+def libfaketime() -> str:
+    """Debian's libfaketime (package ``faketime``: scripts/ensure_faketime.sh)."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    assert found, "libfaketime is missing: run scripts/ensure_faketime.sh"
+    return found[0]
 
 
 class IdentityProvider:
@@ -72,12 +80,14 @@ class IdentityProvider:
             str(self.port),
             f"--token-max-age={self.token_max_age}",
         ]
+        env = dict(os.environ)
         if self.clock_offset:
-            faketime = shutil.which("faketime")
-            assert faketime, "faketime is missing: run scripts/ensure_faketime.sh"
-            argv = [faketime, "-f", self.clock_offset, *argv]
+            # libfaketime preloaded into the IdP itself, not the ``faketime`` command: that one
+            # forks the program and dies on SIGINT without passing it on, so the IdP outlived
+            # its test.
+            env.update(LD_PRELOAD=libfaketime(), FAKETIME=self.clock_offset)
         with self.log.open("ab") as sink:
-            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)  # noqa: ASYNC220 - returns at once
+            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)  # noqa: ASYNC220 - returns at once
         await self._wait_ready()
 
     async def _wait_ready(self, timeout: float = 60) -> None:

@@ -36,6 +36,10 @@ const state = {
   activeRunId: null,
   /** {runId, signal} of the run whose event stream is being read */
   following: null,
+  /** runs of the selected thread whose event stream was read to their final status */
+  runsRead: new Set(),
+  /** settles once the selected thread's history and runs are read (selectThread) */
+  threadLoaded: Promise.resolve(),
   pendingInterrupt: null,
   compressPending: false,
   /** GetAgentState's manual_compression of the selected thread (null until read) */
@@ -335,6 +339,7 @@ async function selectThread(threadId) {
   state.kbResults = new Map();
   state.streams = new Map();
   state.withdrawn = new Set();
+  state.runsRead = new Set();
   state.pendingInterrupt = null;
   state.manual = null;
   localStorage.setItem(THREAD_STORAGE, threadId);
@@ -348,6 +353,13 @@ async function selectThread(threadId) {
   setRunActive(false, "");
   updateCompressButton();
 
+  const loaded = loadThread(threadId, scope);
+  state.threadLoaded = loaded;
+  await loaded;
+}
+
+/** The selected thread's history, agent state and runs; follows its active run, if any. */
+async function loadThread(threadId, scope) {
   try {
     await Promise.all([loadHistory(threadId, scope.signal), refreshAgentState(threadId)]);
     // Each turn's run status and token usage come back from the runs (they survive a reload).
@@ -646,6 +658,11 @@ async function sendMessage() {
   const signal = state.threadScope.signal;
   setRunActive(true, "sending…");
   try {
+    // A message sent while the thread is still being opened would be read twice, by the
+    // history and by its run's stream (and its run, if still active, followed twice): the
+    // answer once shown as stored and once more as streamed text. Send once the thread is open.
+    await state.threadLoaded;
+    if (signal.aborted) return;
     const accepted = await api.postMessage({ thread_id: threadId, body: { content } }, { signal });
     input.value = "";
     appendMessage({ id: accepted.message_id, role: "user", content, request_id: accepted.request_id });
@@ -688,17 +705,21 @@ function sleep(ms, signal) {
 
 /** Stream a run's events until its final status; reconnects from the last event id. */
 async function followRun(runId, signal) {
-  // Opening a thread and sending to it may both find the new run: one reader per run.
+  // Opening a thread and sending to it may both find the new run: one reader per run, and
+  // none once a reader has seen its final status (a second one would replay its answer).
+  if (state.runsRead.has(runId)) return;
   if (state.following?.runId === runId && !state.following.signal.aborted) return;
   const following = { runId, signal };
   state.following = following;
+  const runsRead = state.runsRead;
   try {
-    await readRun(runId, signal);
+    if (await readRun(runId, signal)) runsRead.add(runId);
   } finally {
     if (state.following === following) state.following = null;
   }
 }
 
+/** Read a run's events; true once its final status was seen. */
 async function readRun(runId, signal) {
   const threadId = state.threadId;
   state.activeRunId = runId;
@@ -723,15 +744,16 @@ async function readRun(runId, signal) {
         }
       }
     } catch (err) {
-      if (signal.aborted) return;
+      if (signal.aborted) return false;
       failures += 1;
       if (failures > STREAM_RETRIES) {
         setRunActive(false, `stream lost: ${describeError(err)}`, "error");
-        return;
+        return false;
       }
       await sleep(500 * failures, signal);
     }
   }
+  return final;
 }
 
 /**

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, Request, Route, expect
+from playwright.async_api import Browser, Page, Route, expect
 
 from tests.support.app_harness import API_KEY, AUTH
 from tests.support.console import (
@@ -24,10 +24,11 @@ from tests.support.console import (
     MOBILE,
     UI_TIMEOUT_MS,
     LiveServerFactory,
+    add_leases_document,
     create_thread,
     open_console,
+    track_requests,
 )
-from tests.support.corpus import BIG_DOC
 from tests.support.openai_server import OpenAICompatibleServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
@@ -37,17 +38,6 @@ QUESTION = "How does a lease expire?"
 COMPRESSIBLE = {"tool_result_preview_tokens": 300, "summary_keep_recent_tokens": 200}
 TARGET_PRESSURE_PERCENT = 92  # above the 85% suggestion, below automatic compression (100%)
 WIDTHS = pytest.mark.parametrize("width", [DESKTOP, MOBILE], ids=["desktop", "mobile"])
-
-
-def track_requests(page: Page, url_suffix: str) -> list[Request]:
-    seen: list[Request] = []
-
-    def on_request(request: Request) -> None:
-        if request.url.split("?")[0].endswith(url_suffix):
-            seen.append(request)
-
-    page.on("request", on_request)
-    return seen
 
 
 async def click_compress_three_times(page: Page) -> bool:
@@ -75,11 +65,7 @@ async def pressure(page: Page) -> tuple[float, int, int]:
 async def seed_and_calibrate(base_url: str) -> int:
     """Seed the knowledge base through the API, and measure one turn's next-request tokens."""
     async with httpx.AsyncClient(base_url=base_url, headers=AUTH, timeout=30) as client:
-        doc = await client.post(
-            "/v1/knowledge-bases/default/documents",
-            json={"title": "Leases", "content": BIG_DOC, "source": "leases.md"},
-        )
-        assert doc.status_code == 201, doc.text
+        await add_leases_document(client)
         tid = (await client.post("/v1/threads", json={"title": "calibration"})).json()["id"]
         posted = await client.post(f"/v1/threads/{tid}/messages", json={"content": QUESTION})
         assert posted.status_code == 202, posted.text

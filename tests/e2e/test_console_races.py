@@ -11,11 +11,16 @@ import asyncio
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Request, Route, expect
+from playwright.async_api import Browser, Route, expect
 
 from tests.support.app_harness import AUTH
-from tests.support.console import LiveServerFactory, create_thread, open_console
-from tests.support.corpus import BIG_DOC
+from tests.support.console import (
+    LiveServerFactory,
+    add_leases_document,
+    create_thread,
+    open_console,
+    track_requests,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
@@ -36,11 +41,7 @@ async def test_a_message_sent_while_the_thread_opens_waits_and_is_answered_once(
 ) -> None:
     async with live_server() as base_url:
         async with httpx.AsyncClient(base_url=base_url, headers=AUTH, timeout=30) as client:
-            doc = await client.post(
-                "/v1/knowledge-bases/default/documents",
-                json={"title": "Leases", "content": BIG_DOC, "source": "leases.md"},
-            )
-            assert doc.status_code == 201, doc.text
+            await add_leases_document(client)
         page, page_errors = await open_console(browser, base_url)
 
         # The new thread's history read is held until the test lets it go.
@@ -54,11 +55,7 @@ async def test_a_message_sent_while_the_thread_opens_waits_and_is_answered_once(
             await route.continue_()
 
         await page.route("**/v1/threads/*/messages*", hold_history)
-        posts: list[Request] = []
-        page.on(
-            "request",
-            lambda r: posts.append(r) if r.method == "POST" and "/messages" in r.url else None,
-        )
+        posts = track_requests(page, "/messages", method="POST")
         await page.evaluate(WATCH_ANSWERS)
 
         await create_thread(page, "Quick typist")

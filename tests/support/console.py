@@ -12,14 +12,16 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, Request, async_playwright, expect
 
 from app.config import Settings
 from app.container import Container, build_container
 from app.main import create_app
 from tests.support.app_harness import API_KEY, make_settings
+from tests.support.corpus import BIG_DOC
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -121,3 +123,25 @@ async def create_thread(page: Page, title: str) -> None:
     await page.click("#new-thread-form button[type=submit]")
     await expect(page.locator("#thread-title")).to_have_text(title)
     await expect(page.locator("#thread-list [aria-current=true]")).to_contain_text(title)
+
+
+def track_requests(page: Page, url_suffix: str, method: str | None = None) -> list[Request]:
+    """The page's requests (of ``method``, any if None) whose path ends with ``url_suffix``, as
+    they are made."""
+    seen: list[Request] = []
+
+    def on_request(request: Request) -> None:
+        if request.url.split("?")[0].endswith(url_suffix) and method in (None, request.method):
+            seen.append(request)
+
+    page.on("request", on_request)
+    return seen
+
+
+async def add_leases_document(client: httpx.AsyncClient) -> None:
+    """The knowledge base's document on leases (``BIG_DOC``), added through the API."""
+    doc = await client.post(
+        "/v1/knowledge-bases/default/documents",
+        json={"title": "Leases", "content": BIG_DOC, "source": "leases.md"},
+    )
+    assert doc.status_code == 201, doc.text

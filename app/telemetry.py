@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import TelemetrySettings
+from app.db.driver import trace_statements
 
 _active: TracerProvider | None = None
 
@@ -99,7 +100,9 @@ def instrument_engine(engine: AsyncEngine, provider: TracerProvider) -> None:
         .get_meter("threadkeeper")
         .create_up_down_counter("db.client.connections.usage")
     )
-    EngineTracer(provider.get_tracer("threadkeeper.db"), engine.sync_engine, usage)
+    db_tracer = provider.get_tracer("threadkeeper.db")
+    EngineTracer(db_tracer, engine.sync_engine, usage)
+    trace_statements(engine, db_tracer)  # the hot path's statements on the driver itself
 
 
 def shutdown(provider: TracerProvider | None) -> None:

@@ -76,10 +76,11 @@ def _connection_sqlstate(state: str | None) -> bool:
 
 
 def sqlstate_of(exc: BaseException) -> str | None:
-    """The SQLSTATE of a SQLAlchemy ``DBAPIError`` (from the driver error it wraps, or the one
-    that driver error wraps: SQLAlchemy's asyncpg adapter re-raises asyncpg's as its cause)."""
+    """The SQLSTATE of a driver error (app/db/driver.py raises asyncpg's own) or of a
+    SQLAlchemy ``DBAPIError`` (from the driver error it wraps, or the one that driver error
+    wraps: SQLAlchemy's asyncpg adapter re-raises asyncpg's as its cause)."""
     orig = getattr(exc, "orig", None)
-    for candidate in (orig, getattr(orig, "__cause__", None)):
+    for candidate in (exc, orig, getattr(orig, "__cause__", None)):
         code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
         if code:
             return str(code)
@@ -99,7 +100,7 @@ def constraint_of(exc: BaseException) -> str | None:
 
 
 def fault_of(exc: BaseException) -> Fault | None:
-    """The kind of a SQLAlchemy ``DBAPIError`` by its SQLSTATE; None when it is none of ours."""
+    """The kind of a database error by its SQLSTATE; None when it is none of ours."""
     return fault_of_sqlstate(sqlstate_of(exc))
 
 

@@ -18,8 +18,8 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from app.db.driver import AnyConnection
 from app.db.models import ACTIVE_RUN_SQL, QUEUED_REQUEST_SQL
 
 # ``heads``: each thread's oldest queued request (one ordered pass over the partial index).
@@ -102,7 +102,7 @@ class Picked:
 
 
 class ClaimQueueRepository:
-    def __init__(self, session: AsyncSession | AsyncConnection) -> None:
+    def __init__(self, session: AnyConnection) -> None:
         self.session = session
 
     async def pick_thread(self) -> Picked:

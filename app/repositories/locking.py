@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import asyncpg
 from sqlalchemy.exc import DBAPIError
 
 from app.db.errors import LOCK_FAULTS, fault_of
@@ -15,7 +16,7 @@ from app.domain.errors import ThreadBusy
 async def lock_errors_as_busy(detail: str) -> AsyncIterator[None]:
     try:
         yield
-    except DBAPIError as exc:
+    except (DBAPIError, asyncpg.PostgresError) as exc:  # SQLAlchemy's, or the driver path's
         if fault_of(exc) in LOCK_FAULTS:
             raise ThreadBusy(detail) from exc
         raise

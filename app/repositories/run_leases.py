@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app import metrics
+from app.db.driver import AnyConnection
 from app.db.models import ACTIVE_RUN_SQL, ACTIVE_RUN_STATUSES, QUEUED_REQUEST_SQL, RunStatus
 from app.db.run_events import RunError, StatusEvent, event_row, failed_event, hitl_request
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
@@ -290,7 +290,7 @@ class RunLeaseStatements:
     """On a bare connection in autocommit (each statement its own transaction), or on a
     session inside the caller's transaction (the same SQL)."""
 
-    def __init__(self, conn: AsyncConnection | AsyncSession) -> None:
+    def __init__(self, conn: AnyConnection) -> None:
         self.conn = conn
 
     async def heartbeat(self, run_id: uuid.UUID, holder: str, lease_seconds: float) -> bool:

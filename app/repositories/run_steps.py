@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.db.driver import AnyConnection
 from app.repositories.locking import lock_errors_as_busy
 from app.repositories.run_events import RUN_EVENTS_CHANNEL
 
@@ -146,7 +146,7 @@ class StepResult:
 class RunStepRepository:
     """On a bare connection in autocommit: the statement is its own transaction."""
 
-    def __init__(self, conn: AsyncConnection) -> None:
+    def __init__(self, conn: AnyConnection) -> None:
         self.conn = conn
 
     async def write(

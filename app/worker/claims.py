@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import structlog
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
@@ -19,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics
+from app.db.driver import driver
 from app.db.run_events import GRAPH_STREAM_MODES
-from app.db.session import autocommit
 from app.domain.agents import DEFAULT_AGENT_ID
 from app.repositories.claim_queue import ClaimQueueRepository
 from app.repositories.run_events import RunEventRepository
@@ -184,7 +185,7 @@ class RunClaims:
         """A claimed run; None when nothing is claimable; ``_LOCKED`` when every candidate was
         held by another transaction; ``_LOST`` when another worker took the thread first."""
         try:
-            async with self.engine.connect() as conn, conn.begin():
+            async with driver(self.engine, transaction=True) as conn:
                 queue = ClaimQueueRepository(conn)
                 picked = await queue.pick_thread()
                 self.handed_back = self.handed_back or picked.handed_back
@@ -213,7 +214,7 @@ class RunClaims:
                     superseded=picked.previous_error == SUPERSEDED.code,
                     options=options_of(payload),
                 )
-        except IntegrityError:
+        except (IntegrityError, asyncpg.IntegrityConstraintViolationError):
             # Belt and braces: the partial unique index "one active run per thread" refused.
             log.info("claim_lost_race")
             return _LOST
@@ -221,7 +222,7 @@ class RunClaims:
     async def claim_resumable(self) -> ClaimedRun | None:
         """A run handed back (resumed by a human, or released by a draining worker): one
         statement in autocommit (app/repositories/run_leases.py)."""
-        async with autocommit(self.engine) as conn:
+        async with driver(self.engine) as conn:
             claimed = await RunLeaseStatements(conn).claim_resumable(
                 self.holder, self.lease_seconds
             )

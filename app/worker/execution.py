@@ -22,10 +22,10 @@ from app.compression.binding import bound
 from app.compression.messages import message_text
 from app.config import WorkerSettings
 from app.db.checkpoint_codec import fork_tag
+from app.db.driver import driver
 from app.db.errors import is_connection_error
 from app.db.models import RunStatus
 from app.db.run_events import GRAPH_STREAM_MODES, DeltaEvent, ProviderRetryEvent, RunError
-from app.db.session import autocommit
 from app.domain.errors import AgentUnavailable
 from app.repositories.agent_state import AgentStateRepository
 from app.repositories.run_events import ActivityEvent
@@ -192,7 +192,7 @@ class RunExecutor:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
-                async with autocommit(self.ledger.engine) as conn:
+                async with driver(self.ledger.engine) as conn:
                     alive = await RunLeaseStatements(conn).heartbeat(
                         run_id, self.holder, self.settings.lease_seconds
                     )

@@ -20,6 +20,7 @@ from app.compression.messages import message_text
 from app.compression.storable import storable_text, storable_value
 from app.compression.summary_messages import is_summary_message
 from app.compression.tokens import run_usage
+from app.db.driver import driver
 from app.db.run_events import (
     CompressionEvent,
     CustomEvent,
@@ -33,7 +34,6 @@ from app.db.run_events import (
     event_row,
     hitl_request,
 )
-from app.db.session import autocommit
 from app.repositories.messages import MessageRepository, NewMessage
 from app.repositories.run_events import ActivityEvent
 from app.repositories.run_steps import RunStepRepository, StepMessage
@@ -254,7 +254,7 @@ class RunLedger:
         """One step's writes in one statement; how many messages were new. Raises LeaseLost
         (having written nothing) when this worker no longer holds the run."""
         rows = step_messages(run_id, messages)
-        async with autocommit(self.engine) as conn:
+        async with driver(self.engine) as conn:
             result = await RunStepRepository(conn).write(
                 thread_id=thread_id,
                 run_id=run_id,

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.db.driver import driver
 from app.db.models import AgentRun, RunStatus
 from app.db.run_events import RunError
-from app.db.session import autocommit
 from app.domain.errors import ThreadBusy
 from app.repositories.conversations import ConversationRepository
 from app.repositories.run_leases import RunLeaseStatements
@@ -47,7 +47,7 @@ class RunOutcomes:
         """The run's outcome in one statement (app/repositories/run_leases.py): written only if
         this worker still holds the run (else it was recovered or cancelled meanwhile, and the
         other party wrote the outcome); a requested cancel wins over any outcome but completion."""
-        async with autocommit(self.engine) as conn:
+        async with driver(self.engine) as conn:
             await RunLeaseStatements(conn).finish(
                 claimed.run_id,
                 self.holder,

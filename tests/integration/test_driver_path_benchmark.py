@@ -1,0 +1,27 @@
+"""benchmarks/driver_path.py must keep working: a tiny run prints both paths' CPU per step write
+and their ratio. Speed is not asserted here (it lives in the benchmark's output)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.benchmarks import run_benchmark
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+async def test_driver_path_benchmark_prints_both_paths(database_url: str) -> None:
+    text = await run_benchmark(
+        "driver_path.py",
+        *("--writes", "40", "--concurrency", "4", "--rounds", "2"),
+        database_url=database_url,
+        timeout=300,
+    )
+    medians = re.findall(
+        r"^(sqlalchemy \(autocommit\)|driver) +CPU ms/write median ([0-9.]+)", text, re.M
+    )
+    assert [name for name, _ in medians] == ["sqlalchemy (autocommit)", "driver"], text
+    assert all(float(value) > 0 for _, value in medians), text
+    assert re.search(r"^ratio driver / sqlalchemy: [0-9.]+$", text, re.M), text

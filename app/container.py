@@ -215,7 +215,7 @@ async def build_container(
         streams=serve_streams,
         on_work=worker.wake if run_in_process else None,
     )
-    wake = worker.wake if run_in_process else None
+    wake = worker.enqueued if run_in_process else None
     if run_in_process:
         worker.listening = notifier.connected
     container = Container(

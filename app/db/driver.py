@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,6 +32,9 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 
 from app.db.errors import is_connection_error
 from app.db.session import behind_transaction_pooler
+
+#: ``(statement, parameters)``: what ``watch_statements`` calls.
+Watcher = Callable[[str, tuple[Any, ...]], None]
 
 
 class Row:
@@ -93,6 +96,17 @@ class _Compiled:
 _COMPILED: weakref.WeakKeyDictionary[TextClause, _Compiled] = weakref.WeakKeyDictionary()
 #: Engines whose statements are traced (``trace_statements``), with their tracer.
 _TRACERS: weakref.WeakKeyDictionary[Engine, trace.Tracer] = weakref.WeakKeyDictionary()
+#: Who watches each engine's driver-path statements (``watch_statements``).
+_WATCHERS: weakref.WeakKeyDictionary[Engine, list[Watcher]] = weakref.WeakKeyDictionary()
+
+
+def watch_statements(engine: AsyncEngine, watcher: Watcher) -> Callable[[], None]:
+    """Call ``watcher(statement, parameters)`` before each driver-path statement of ``engine``
+    (as SQLAlchemy's ``before_cursor_execute`` gives its own: the ``$n`` text and the values
+    in order); returns what stops it. For tests and diagnostics that count what is sent."""
+    watchers = _WATCHERS.setdefault(engine.sync_engine, [])
+    watchers.append(watcher)
+    return lambda: watchers.remove(watcher)
 
 
 def trace_statements(engine: AsyncEngine, tracer: trace.Tracer) -> None:
@@ -108,6 +122,7 @@ class DriverConnection:
         self.raw = raw
         self._dialect = engine.dialect
         self._tracer = _TRACERS.get(engine.sync_engine)
+        self._watchers = _WATCHERS.get(engine.sync_engine)
 
     def _compiled(self, statement: TextClause) -> _Compiled:
         found = _COMPILED.get(statement)
@@ -121,6 +136,9 @@ class DriverConnection:
         compiled = self._compiled(statement)
         values = parameters or {}
         args = [values[name] for name in compiled.names]
+        if self._watchers:
+            for watcher in tuple(self._watchers):
+                watcher(compiled.sql, tuple(args))
         if self._tracer is None:
             return Result(await self.raw.fetch(compiled.sql, *args))
         with self._tracer.start_as_current_span(

@@ -164,6 +164,10 @@ class RunClaims:
         #: Runs handed back may wait: set at start and by each look at the queue that saw one,
         #: cleared by a ``claim_resumable`` that found none (a look costs a statement per round).
         self.handed_back = True
+        #: The last claim's look saw other threads ready besides the one it took (or runs
+        #: handed back wait): worth another look right away. False after a look that took the
+        #: only ready thread: another look would find nothing (new input notifies).
+        self.more_ready = True
 
     async def claim_next(self) -> ClaimedRun | None:
         """Oldest queued input of the idle thread ready longest -> a running run.
@@ -191,6 +195,7 @@ class RunClaims:
                 self.handed_back = self.handed_back or picked.handed_back
                 if picked.thread_id is None or picked.owner_id is None:
                     return _LOCKED if picked.ready else None
+                self.more_ready = picked.ready > 1 or self.handed_back
                 run = await RunLeaseStatements(conn).start_head(
                     picked.thread_id, self.holder, self.lease_seconds
                 )
@@ -229,6 +234,7 @@ class RunClaims:
         if claimed is None:
             self.handed_back = False
             return None
+        self.more_ready = True  # more may have been handed back
         graph_input = _graph_input_of(claimed.payload)
         if isinstance(graph_input, Handoff):
             log.info("run_taken_over", run_id=str(claimed.run_id), holder=self.holder)

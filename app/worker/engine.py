@@ -138,6 +138,13 @@ class RunWorker:
     def wake(self) -> None:
         self._wake.set()
 
+    def enqueued(self) -> None:
+        """This process queued input: wake the loop unless the listener will. Intake's NOTIFY
+        reaches it within milliseconds, and a second, direct wake-up raced that one into
+        another look at the queue, which found nothing."""
+        if not self._notified():
+            self._wake.set()
+
     def cancel_local(self, run_id: uuid.UUID) -> None:
         task = self._runs.get(run_id)
         if task is not None:
@@ -251,4 +258,8 @@ class RunWorker:
             self._wake.set()
 
         task.add_done_callback(_done)
-        return True
+        # Another look only if this one saw more to take: a look that took the only ready
+        # thread would find nothing now (a miss was a third of a turn's claim statements), and
+        # input arriving meanwhile is not lost: it notifies, and ``_wake`` was cleared before
+        # this round began.
+        return self.claims.more_ready

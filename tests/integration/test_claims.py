@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import event
 
 from app.db.models import RunStatus
 from app.db.urls import libpq_url
@@ -23,6 +22,7 @@ from app.worker.claims import ClaimedRun, RunClaims
 from app.worker.errors import CANCELLED, LEASE_EXPIRED
 from tests.support.api import new_thread
 from tests.support.app_harness import AUTH, AppFactory, AppHarness
+from tests.support.statements import sent_statements
 
 pytestmark = pytest.mark.integration
 
@@ -203,14 +203,7 @@ async def test_an_idle_worker_sends_no_statement_until_woken(app_factory: AppFac
     was queued. Now, with the listener up, nothing is sent until a notification wakes it."""
     async with app_factory(worker_idle_poll_seconds=3600.0) as h:
         await asyncio.wait_for(h.container.notifier.connected.wait(), 60)
-        sent: list[str] = []
-
-        def record(*args: Any) -> None:
-            sent.append(args[2])
-
-        engine = h.container.engine.sync_engine
-        event.listen(engine, "before_cursor_execute", record)
-        try:
+        with sent_statements(h.container.engine) as sent:
             await settle(sent)
             sent.clear()
             await asyncio.sleep(3)
@@ -225,11 +218,9 @@ async def test_an_idle_worker_sends_no_statement_until_woken(app_factory: AppFac
             sent.clear()
             await asyncio.sleep(3)
             assert sent == [], sent
-        finally:
-            event.remove(engine, "before_cursor_execute", record)
 
 
-async def settle(sent: list[str], rounds: int = 40) -> None:
+async def settle(sent: list[Any], rounds: int = 40) -> None:
     """Until no statement went out for a second (start-up and the first rounds are over); a
     worker that polls never lets it settle, and the assertion after it fails."""
     for _ in range(rounds):
@@ -237,3 +228,62 @@ async def settle(sent: list[str], rounds: int = 40) -> None:
         await asyncio.sleep(1.0)
         if len(sent) == before:
             return
+
+
+async def test_a_look_that_took_the_only_ready_thread_is_not_followed_by_another(
+    app_factory: AppFactory,
+) -> None:
+    """A claim round used to end with a look that found nothing (a third of a turn's claim
+    statements); now a look that saw no other ready thread ends the round, and one that saw
+    more asks for another look."""
+    async with app_factory(start_worker=False) as h:
+        a, b = await new_thread(h), await new_thread(h)
+        await post(h, a, "a0")
+        await post(h, b, "b0")
+        claims = h.container.worker.claims
+        assert await claims.claim_resumable() is None  # the loop's first look: none handed back
+        assert await claims.claim_next() is not None
+        assert claims.more_ready  # b was ready too
+        assert await claims.claim_next() is not None
+        assert not claims.more_ready  # b was the only one left
+
+
+async def test_the_claim_loop_looks_once_for_a_lone_message(app_factory: AppFactory) -> None:
+    """The loop at work (no other thread, no lease that could expire meanwhile): one look
+    claims the run, and none follows until the run's end wakes the loop. (The API process's
+    own worker is woken by intake's NOTIFY alone while its listener is up: a second, direct
+    wake-up raced it into another look.)"""
+    async with app_factory(worker_idle_poll_seconds=3600.0) as h:
+        await asyncio.wait_for(h.container.notifier.connected.wait(), 60)
+        with sent_statements(h.container.engine) as sent:
+            await settle(sent)
+            sent.clear()
+            tid = await new_thread(h)
+            await post(h, tid, "hello")
+            run = await h.wait_for_run(tid, statuses={"completed", "failed"}, timeout=60)
+            assert run["status"] == "completed", run
+            await settle(sent)
+        firsts = [s.lstrip().split("\n", 1)[0] for s, _ in sent]
+        start = firsts.index(
+            "-- run start: UPDATE agent_run_requests; INSERT INTO agent_runs, run_events"
+        )
+        finish = firsts.index("-- run finish: UPDATE agent_runs; INSERT INTO run_events")
+        # The look that claimed the run (just before its start) saw no other ready thread: no
+        # look follows until the run's end wakes the loop (its thread may have input queued).
+        assert "WITH heads AS MATERIALIZED (" in firsts[:start], firsts
+        assert "WITH heads AS MATERIALIZED (" not in firsts[start:finish], firsts
+
+
+async def test_input_queued_here_wakes_the_loop_directly_only_while_nobody_listens(
+    app_factory: AppFactory,
+) -> None:
+    async with app_factory(start_worker=False) as h:
+        worker = h.container.worker
+        listening = asyncio.Event()
+        listening.set()
+        worker.listening = listening
+        worker.enqueued()
+        assert not worker._wake.is_set()  # intake's NOTIFY will
+        listening.clear()  # the listener is down
+        worker.enqueued()
+        assert worker._wake.is_set()  # nobody else would

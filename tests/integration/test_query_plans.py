@@ -8,19 +8,16 @@ the ones the service really sent (captured on its engine), with their real param
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.urls import libpq_url
 from tests.support.app_harness import AUTH, AppFactory
+from tests.support.statements import sent_statements
 
 pytestmark = pytest.mark.integration
 
@@ -61,21 +58,6 @@ def _seed_history(url: str) -> tuple[str, list[str]]:
     return thread_id, [str(r[0]) for r in rows]
 
 
-@contextlib.contextmanager
-def captured_statements(engine: AsyncEngine) -> Iterator[list[tuple[str, Any]]]:
-    """Every (statement, parameters) the engine sends meanwhile."""
-    seen: list[tuple[str, Any]] = []
-
-    def record(_c: Any, _cur: Any, statement: str, parameters: Any, _ctx: Any, _m: Any) -> None:
-        seen.append((statement, parameters))
-
-    event.listen(engine.sync_engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(engine.sync_engine, "before_cursor_execute", record)
-
-
 def _generic_plan(url: str, statement: str, parameters: Any) -> dict[str, Any]:
     """The plan PostgreSQL reuses for a captured statement once it is a cached prepared
     statement (asyncpg prepares and caches each one per connection; after five executions the
@@ -114,7 +96,7 @@ async def test_get_request_finds_its_run_through_the_request_id_index(
     async with app_factory(start_worker=False) as h:
         _, requests = _seed_history(clean_db)
         engine = h.container.engine
-        with captured_statements(engine) as seen:
+        with sent_statements(engine) as seen:
             got = await h.client.get(f"/v1/requests/{requests[10]}", headers=AUTH)
         assert got.status_code == 200, got.text
         assert got.json()["run_status"] == "completed"
@@ -150,7 +132,7 @@ async def test_metrics_scrape_reads_no_finished_run(app_factory: AppFactory, cle
     async with app_factory(start_worker=False) as h:
         _seed_history(clean_db)
         engine = h.container.engine
-        with captured_statements(engine) as seen:
+        with sent_statements(engine) as seen:
             scraped = await h.client.get("/metrics")
         assert scraped.status_code == 200
         counted = [(s, p) for s, p in seen if _tables_read(s)]
@@ -212,7 +194,7 @@ async def test_a_claim_reads_the_queue_not_the_threads(
         )
         assert posted.status_code == 202, posted.text
         worker = h.container.worker
-        with captured_statements(h.container.engine) as seen:
+        with sent_statements(h.container.engine) as seen:
             # One claim round of the loop: the lease check, runs handed back, the queue.
             assert await worker.recover_expired() == 0
             assert await worker.claims.claim_resumable() is None

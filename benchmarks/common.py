@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -111,3 +112,15 @@ def percentile(values: list[float], p: float) -> float:
     """Nearest-rank percentile (no interpolation: every figure is a measured request)."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
+
+
+def print_side_by_side(figures: dict[str, list[float]], what: str, ratio: str) -> None:
+    """Two variants measured round by round: each one's median ``what`` with its rounds, then
+    the ratio of the second's median to the first's, printed as ``ratio <ratio>: <value>``."""
+    medians = {name: statistics.median(values) for name, values in figures.items()}
+    digits = 3 if min(medians.values()) < 1 else 2
+    for name, values in figures.items():
+        shown = " ".join(f"{v:.{digits}f}" for v in values)
+        print(f"{name:24} {what} median {medians[name]:.{digits}f}  (rounds: {shown})")
+    base, new = list(medians)
+    print(f"ratio {ratio}: {medians[new] / medians[base]:.2f}")

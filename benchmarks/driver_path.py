@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import statistics
 import sys
 import time
 import uuid
@@ -37,7 +36,7 @@ from app.db.run_events import DeltaEvent, event_row
 from app.db.session import autocommit, create_engine, create_session_factory, warm_checkouts
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.run_steps import RunStepRepository
-from benchmarks.common import fresh_database, server_from_env
+from benchmarks.common import fresh_database, print_side_by_side, server_from_env
 
 HOLDER = "bench-holder"
 Opener = Callable[[AsyncEngine], contextlib.AbstractAsyncContextManager[Any]]
@@ -127,12 +126,7 @@ def main() -> None:
     print(
         f"{args.writes} step writes per round, {args.concurrency} runs at once, {args.rounds} rounds"
     )
-    medians = {name: statistics.median(values) for name, values in figures.items()}
-    for name, values in figures.items():
-        shown = " ".join(f"{v:.3f}" for v in values)
-        print(f"{name:24} CPU ms/write median {medians[name]:.3f}  (rounds: {shown})")
-    base_name, new_name = list(medians)
-    print(f"ratio driver / sqlalchemy: {medians[new_name] / medians[base_name]:.2f}")
+    print_side_by_side(figures, "CPU ms/write", "driver / sqlalchemy")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from app.agents.models import build_chat_model
 from app.agents.provider_http import SharedHttpClient, shared_http_client
 from app.config import ModelSettings
-from benchmarks.common import OPENAI_STUB, child_server
+from benchmarks.common import OPENAI_STUB, child_server, print_side_by_side
 
 #: Ends with a tool result, so the stub streams the turn's answer (``tool_then_answer``).
 MESSAGES = [
@@ -87,12 +86,7 @@ def main() -> None:
     print(
         f"{args.calls} streamed calls per round, {args.concurrency} at a time, {args.rounds} rounds"
     )
-    medians = {name: statistics.median(values) for name, values in figures.items()}
-    for name, values in figures.items():
-        shown = " ".join(f"{v:.2f}" for v in values)
-        print(f"{name:22} CPU ms/call median {medians[name]:.2f}  (rounds: {shown})")
-    base_name, new_name = list(medians)
-    print(f"ratio aiohttp / httpx2: {medians[new_name] / medians[base_name]:.2f}")
+    print_side_by_side(figures, "CPU ms/call", "aiohttp / httpx2")
 
 
 if __name__ == "__main__":

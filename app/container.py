@@ -213,7 +213,7 @@ async def build_container(
         if session_url
         else "",
         streams=serve_streams,
-        on_work=worker.wake if run_in_process else None,
+        on_work=worker.notified if run_in_process else None,
     )
     wake = worker.enqueued if run_in_process else None
     if run_in_process:

@@ -164,21 +164,47 @@ async def driver(
 ) -> AsyncIterator[DriverConnection]:
     """A connection of ``engine``'s pool for one-statement reads and writes, each its own
     transaction, or all in one with ``transaction`` (always in one behind a transaction
-    pooler). A connection error, or a
-    statement cancelled in flight, discards it: the pool opens another instead of lending it
-    again (as SQLAlchemy's own asyncpg adapter does)."""
+    pooler). A connection error, or a statement cancelled in flight, discards it instead of
+    lending it again, and a connection error the connections opened before it too (as
+    SQLAlchemy's own execution does on a disconnect)."""
     fairy = await engine.raw_connection()
     raw: asyncpg.Connection = fairy.driver_connection
+    discard: BaseException | None = None
     try:
-        if transaction or behind_transaction_pooler(engine):
-            async with raw.transaction():
-                yield DriverConnection(raw, engine)
-        else:
-            yield DriverConnection(raw, engine)
+        # By hand, not ``async with raw.transaction()``: its rollback of a cancelled statement
+        # waits for the server to acknowledge the cancel, unbounded while the server is
+        # unreachable (a drain would hang on it); a discarded connection needs no rollback.
+        tx = raw.transaction() if transaction or behind_transaction_pooler(engine) else None
+        if tx is not None:
+            await tx.start()
+        yield DriverConnection(raw, engine)
+        if tx is not None:
+            await tx.commit()
     except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError) or is_connection_error(exc):
-            cause = exc if isinstance(exc, Exception) else None
-            await asyncio.shield(greenlet_spawn(fairy.invalidate, cause))
+        if isinstance(exc, asyncio.CancelledError) or is_connection_error(exc) or raw.is_closed():
+            discard = exc
+        elif tx is not None:  # an SQL error: the connection is fine once rolled back
+            try:
+                await tx.rollback()
+            except Exception as failed:
+                discard = failed
         raise
     finally:
-        await asyncio.shield(greenlet_spawn(fairy.close))
+        # One shielded step: a second cancel must not check the connection in while it is
+        # being discarded.
+        await asyncio.shield(greenlet_spawn(_give_back, engine, fairy, discard))
+
+
+def _give_back(engine: AsyncEngine, fairy: Any, discard: BaseException | None) -> None:
+    """Back to the pool; or discarded (``invalidate`` returns the record without any I/O, to
+    reconnect at its next checkout), with every older connection after a connection error."""
+    if discard is None:
+        fairy.close()
+    elif is_connection_error(discard):
+        # SQLAlchemy's own reaction to a disconnect (``Connection._handle_dbapi_exception``):
+        # connections opened before now are replaced at their next checkout.
+        engine.sync_engine.pool._invalidate(
+            fairy, discard if isinstance(discard, Exception) else None
+        )
+    else:
+        fairy.invalidate(discard if isinstance(discard, Exception) else None)

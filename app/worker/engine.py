@@ -28,6 +28,10 @@ from app.worker.execution import DrainSignal, RunExecutor
 
 log = structlog.get_logger(__name__)
 
+#: How long input queued by this process waits for intake's NOTIFY before the loop is woken
+#: directly (a NOTIFY takes milliseconds; see ``RunWorker.enqueued``).
+NOTIFY_GRACE_SECONDS = 0.5
+
 
 class RunWorker:
     def __init__(
@@ -55,6 +59,8 @@ class RunWorker:
         self._drain = DrainSignal()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        #: When the listener last delivered a work notification (loop time).
+        self._notified_at = -math.inf
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
         #: Runs held at once: at most ``worker_concurrency``, and none more while the event
         #: loop lags or the database pools are pressed (app/worker/admission.py; the container
@@ -138,11 +144,25 @@ class RunWorker:
     def wake(self) -> None:
         self._wake.set()
 
+    def notified(self) -> None:
+        """The listener delivered a work notification (or came up or went down)."""
+        self._notified_at = asyncio.get_running_loop().time()
+        self._wake.set()
+
     def enqueued(self) -> None:
-        """This process queued input: wake the loop unless the listener will. Intake's NOTIFY
-        reaches it within milliseconds, and a second, direct wake-up raced that one into
-        another look at the queue, which found nothing."""
+        """This process queued input: wake the loop now if nobody listens, else only if no
+        notification arrived within ``NOTIFY_GRACE_SECONDS``. Intake's NOTIFY reaches the
+        listener within milliseconds, and a second, immediate wake-up raced it into another
+        look at the queue, which found nothing; the late one covers a listener whose
+        connection died unnoticed (until its keepalives tell, its notifications are lost)."""
         if not self._notified():
+            self._wake.set()
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(NOTIFY_GRACE_SECONDS, self._unless_notified_since, loop.time())
+
+    def _unless_notified_since(self, queued_at: float) -> None:
+        if self._notified_at < queued_at:
             self._wake.set()
 
     def cancel_local(self, run_id: uuid.UUID) -> None:

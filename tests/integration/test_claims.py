@@ -19,6 +19,7 @@ from app.db.urls import libpq_url
 from app.repositories.run_leases import RunLeaseStatements
 from app.repositories.runs import RunRepository
 from app.worker.claims import ClaimedRun, RunClaims
+from app.worker.engine import NOTIFY_GRACE_SECONDS
 from app.worker.errors import CANCELLED, LEASE_EXPIRED
 from tests.support.api import new_thread
 from tests.support.app_harness import AUTH, AppFactory, AppHarness
@@ -274,16 +275,32 @@ async def test_the_claim_loop_looks_once_for_a_lone_message(app_factory: AppFact
         assert "WITH heads AS MATERIALIZED (" not in firsts[start:finish], firsts
 
 
-async def test_input_queued_here_wakes_the_loop_directly_only_while_nobody_listens(
+async def test_input_queued_here_wakes_the_loop_by_notification_or_late(
     app_factory: AppFactory,
 ) -> None:
+    """While the listener is up, intake's NOTIFY wakes the API process's own worker; it is
+    woken directly only if no notification came within the grace period (a listener whose
+    connection died unnoticed), and at once while the listener is down."""
     async with app_factory(start_worker=False) as h:
         worker = h.container.worker
+        wake = worker._wake
         listening = asyncio.Event()
         listening.set()
         worker.listening = listening
+
         worker.enqueued()
-        assert not worker._wake.is_set()  # intake's NOTIFY will
+        assert not wake.is_set()
+        worker.notified()  # the NOTIFY arrives
+        assert wake.is_set()
+        wake.clear()
+        await asyncio.sleep(NOTIFY_GRACE_SECONDS + 0.3)
+        assert not wake.is_set()  # no second wake-up
+
+        worker.enqueued()  # no NOTIFY comes
+        await asyncio.sleep(NOTIFY_GRACE_SECONDS + 0.3)
+        assert wake.is_set()
+        wake.clear()
+
         listening.clear()  # the listener is down
         worker.enqueued()
-        assert worker._wake.is_set()  # nobody else would
+        assert wake.is_set()

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sqlalchemy import text
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from app.db.driver import driver, trace_statements
 from app.db.errors import is_connection_error
@@ -173,3 +174,57 @@ async def test_a_unique_violation_is_the_drivers_own_error(engine: AsyncEngine) 
         await conn.execute(text("INSERT INTO once VALUES (1)"))
         with pytest.raises(asyncpg.IntegrityConstraintViolationError):
             await conn.execute(text("INSERT INTO once VALUES (1)"))
+
+
+async def test_an_sql_error_in_a_transaction_rolls_back_and_keeps_the_connection(
+    engine: AsyncEngine,
+) -> None:
+    first = await backend_pid(engine)
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        async with driver(engine, transaction=True) as conn:
+            await conn.execute(text("CREATE TEMP TABLE undone (k int)"))
+            await conn.execute(text("SELECT 1 / 0"))
+    async with driver(engine) as conn:
+        assert int(await conn.scalar(text("SELECT pg_backend_pid()"))) == first
+        assert not conn.raw.is_in_transaction()
+        assert await conn.scalar(text("SELECT to_regclass('pg_temp.undone')")) is None
+
+
+async def test_a_connection_error_replaces_the_older_connections_too(clean_db: str) -> None:
+    """As SQLAlchemy does on a disconnect: after a failover the pool's other connections are
+    as dead as the one that failed, and a run's statements would fail on each in turn."""
+    engine = create_engine(clean_db, pool_size=2)
+    try:
+        held = [await engine.raw_connection() for _ in range(2)]
+        older = {await c.driver_connection.fetchval("SELECT pg_backend_pid()") for c in held}
+        for c in held:
+            await greenlet_spawn(c.close)
+        with pytest.raises(Exception) as failed:
+            async with driver(engine) as conn:
+                await conn.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+        assert is_connection_error(failed.value)
+        async with driver(engine) as a, driver(engine) as b:  # both connections, both new
+            now = {int(await c.scalar(text("SELECT pg_backend_pid()"))) for c in (a, b)}
+        assert not now & older, (now, older)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_transaction_cancelled_in_flight_leaves_nothing_open(engine: AsyncEngine) -> None:
+    async def sleep() -> None:
+        async with driver(engine, transaction=True) as conn:
+            await conn.execute(text("SELECT pg_sleep(30)"))
+
+    task = asyncio.create_task(sleep())
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)  # discarded, not rolled back: no wait for the server
+    async with driver(engine) as conn:
+        open_ = await conn.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND (state LIKE 'idle in transaction%' OR query = 'SELECT pg_sleep(30)')"
+            )
+        )
+    assert open_ == 0

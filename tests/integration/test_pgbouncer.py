@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from app.db.driver import driver
 from app.db.migrate import upgrade_head
 from app.db.session import autocommit, create_engine
 from tests.support.api import new_thread, run_turns, seed_kb, state
@@ -29,6 +30,8 @@ from tests.support.pgbouncer import Bouncer
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NAMED_STATEMENTS = "SELECT count(*) FROM pg_prepared_statements"
+#: What ``_engine_round`` reads.
+ROUND = [1, 1, 2, 2, 3, 3, 0, 10, 20, 0, 100, 200]
 
 
 def _named_statements_left(bouncer: Bouncer) -> int:
@@ -45,7 +48,8 @@ def _discard_all(bouncer: Bouncer) -> None:
 
 
 async def _engine_round(url: str, *, pooler: bool) -> list[int]:
-    """Two pooled connections taking turns (transactions, and the hot paths' autocommit())."""
+    """Two pooled connections taking turns (transactions, the hot paths' autocommit() and the
+    worker's driver path)."""
     engine = create_engine(url, pool_size=2, transaction_pooler=pooler)
     seen: list[int] = []
     try:
@@ -57,6 +61,9 @@ async def _engine_round(url: str, *, pooler: bool) -> list[int]:
         for i in range(3):
             async with autocommit(engine) as conn:
                 seen.append(int(await conn.scalar(text("SELECT :i * 10"), {"i": i})))
+        for i in range(3):  # the worker's hot path (app/db/driver.py)
+            async with driver(engine) as conn:
+                seen.append(int(await conn.scalar(text("SELECT CAST(:i AS int) * 100"), {"i": i})))
     finally:
         await engine.dispose()
     return seen
@@ -67,10 +74,10 @@ async def test_the_repositories_leave_no_named_statement_behind(bouncer: Bouncer
     shared server connection (the issue's ``__asyncpg_stmt_46__ does not exist`` waiting to
     happen once another server connection serves the next transaction); with it, none."""
     _discard_all(bouncer)
-    assert await _engine_round(bouncer.url("single"), pooler=False) == [1, 1, 2, 2, 3, 3, 0, 10, 20]
+    assert await _engine_round(bouncer.url("single"), pooler=False) == ROUND
     assert _named_statements_left(bouncer) > 0
     _discard_all(bouncer)
-    assert await _engine_round(bouncer.url("single"), pooler=True) == [1, 1, 2, 2, 3, 3, 0, 10, 20]
+    assert await _engine_round(bouncer.url("single"), pooler=True) == ROUND
     assert _named_statements_left(bouncer) == 0
 
 

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.driver import driver
 from app.db.models import (
     AgentRun,
     AgentRunRequest,
@@ -20,7 +21,7 @@ from app.db.models import (
     RunEvent,
     RunStatus,
 )
-from app.db.session import autocommit, create_session_factory
+from app.db.session import create_session_factory
 from app.repositories.run_leases import RunLeaseStatements
 from app.worker.errors import CANCELLED
 from tests.support.runs import HOLDER, queued, started
@@ -32,16 +33,16 @@ pytestmark = pytest.mark.integration
 async def in_transaction(
     engine: AsyncEngine, work: Callable[[RunLeaseStatements], Awaitable[Any]]
 ) -> Any:
-    """As the claim runs the start: in its transaction."""
-    async with engine.connect() as conn, conn.begin():
+    """As the claim runs the start: in its transaction, on the driver."""
+    async with driver(engine, transaction=True) as conn:
         return await work(RunLeaseStatements(conn))
 
 
 async def in_autocommit(
     engine: AsyncEngine, work: Callable[[RunLeaseStatements], Awaitable[Any]]
 ) -> Any:
-    """As the worker runs the finish: one statement in autocommit."""
-    async with autocommit(engine) as conn:
+    """As the worker runs the finish: one statement in autocommit, on the driver."""
+    async with driver(engine) as conn:
         return await work(RunLeaseStatements(conn))
 
 

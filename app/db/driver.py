@@ -4,11 +4,12 @@ repositories' pool.
 Why: a worker's turn sends about fifteen one-statement writes (its steps, delta flushes, the
 claim, the outcome). Through SQLAlchemy each cost ~0.5 ms of CPU (a connection object, an
 execution context, the text statement's bind handling, a result wrapper, greenlet hops) where
-asyncpg itself needs ~0.03 ms: a sixth of a provider-path turn's CPU
-(``benchmarks/driver_path.py``). The statements stay the repositories' ``text()`` (named
-parameters, compiled once here to asyncpg's ``$n``); the connection is a checkout of the same
-pool (the same bound, the same ping on checkout, the same recycling), only the layers in between
-are skipped. A repository takes either this or a SQLAlchemy connection (``Executes``).
+asyncpg itself needs ~0.03 ms (``benchmarks/driver_path.py``: 0.38 -> 0.20 ms per step write
+with the checkout; ``benchmarks/providers.py``: 12% less CPU per provider-path turn). The
+statements stay the repositories' ``text()`` (named parameters, compiled once here to asyncpg's
+``$n``); the connection is a checkout of the same pool (the same bound, the same ping on
+checkout, the same recycling), only the layers in between are skipped. A repository takes
+either this or a SQLAlchemy connection (``AnyConnection``).
 
 Behind a transaction pooler the statement runs in a transaction (see ``autocommit``): asyncpg's
 prepare and execute are two protocol syncs that must reach the same server connection.

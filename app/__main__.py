@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -49,17 +48,7 @@ def _serve(args: argparse.Namespace) -> None:
     # As uvicorn.run does: Ctrl-C/SIGINT after a graceful shutdown is no error (and must not
     # print a plain-text traceback between the JSON log lines).
     with contextlib.suppress(KeyboardInterrupt):
-        build_server(app, settings.http).run()
-
-
-def freeze_startup_heap() -> int:
-    """Move everything allocated so far (modules, schemas, compiled graphs: a few hundred
-    thousand objects that live as long as the process) out of the garbage collector's reach; the
-    number frozen. Why: every full collection walked them all again (one every ~100 turns, tens
-    of milliseconds each); now it walks only what the turns allocate."""
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
+        build_server(app, settings.http, owns_process=True).run()
 
 
 def _exit_normally(signum: int, frame: object) -> None:
@@ -105,7 +94,9 @@ def _worker(args: argparse.Namespace) -> None:
         container = await build_container(
             settings, migrate=args.migrate, start_worker=True, serve_streams=False
         )
-        freeze_startup_heap()
+        from app.gc_policy import serving_gc
+
+        serving_gc()  # the container's objects too: they live as long as the worker
         if provider is not None:
             telemetry.instrument_engine(container.engine, provider)
             telemetry.activate(provider)

@@ -26,6 +26,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.api.error_codes import status_of
 from app.config import HttpSettings
+from app.gc_policy import serving_gc
 
 
 def _raw_response(code: str, detail: str) -> bytes:
@@ -184,17 +185,32 @@ class ServiceServer(uvicorn.Server):
     comments keep them open), so they must end cleanly first, or the wait lasts until
     ``timeout_graceful_shutdown`` cuts them mid-response."""
 
-    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, on_shutdown: Callable[[], None], *, owns_process: bool = False
+    ) -> None:
         super().__init__(config)
         self.on_shutdown = on_shutdown
+        self.owns_process = owns_process
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.owns_process and not self.should_exit:
+            # After the lifespan built the container: its objects live as long as the process.
+            serving_gc()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.on_shutdown()
         await super().shutdown(sockets)
 
 
-def build_server(app: Any, settings: HttpSettings, **overrides: Any) -> ServiceServer:
-    """The service's server for ``app`` (a ``create_app`` app: its followers end at shutdown)."""
+def build_server(
+    app: Any, settings: HttpSettings, *, owns_process: bool = False, **overrides: Any
+) -> ServiceServer:
+    """The service's server for ``app`` (a ``create_app`` app: its followers end at shutdown);
+    ``owns_process`` when it is the process: the serving GC policy (app/gc_policy.py), never
+    in a test's process."""
     return ServiceServer(
-        server_config(app, settings, **overrides), on_shutdown=app.state.followers.close
+        server_config(app, settings, **overrides),
+        on_shutdown=app.state.followers.close,
+        owns_process=owns_process,
     )

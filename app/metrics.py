@@ -122,6 +122,12 @@ JWKS_FETCHES = Counter(
 )
 for _outcome in ("ok", "error"):
     JWKS_FETCHES.labels(_outcome)
+GC_SECONDS = Counter(
+    "threadkeeper_gc_seconds",
+    "Time this serving process spent in the garbage collector (its event loop stood still), by "
+    "generation (0, 1, 2; app/gc_policy.py).",
+    ["generation"],
+)
 
 
 def record_run_finished(status: str) -> None:

@@ -109,6 +109,9 @@ class Figures:
     pg_connections: int | None = None
     rss_mb: float = 0.0
     cpu_ms_per_turn: float = 0.0
+    #: The serving process's garbage collections (``threadkeeper_gc_seconds_total``) over the
+    #: phase's turns (None: not served, e.g. LangGraph's runtime).
+    gc_ms_per_turn: float | None = None
     failed: int = 0
     unfinished: int = 0
     turns: int = 0
@@ -316,6 +319,7 @@ async def _drive_threadkeeper(
 
             await one(phase.threads, threads[-1], 0)  # a warm-up turn on a thread of its own
             before = await provider_stats(base_v1)
+            gc_before = await _service_metric(base, "threadkeeper_gc_seconds_total")
             async with sampling(pid, url) as sampler:
                 figures = await closed_loop(
                     phase,
@@ -327,15 +331,20 @@ async def _drive_threadkeeper(
                 )
             figures.rss_mb, figures.pg_connections = sampler.rss_mb, sampler.connections
             figures.provider = _difference(await provider_stats(base_v1), before)
-            figures.provider["service_retries"] = await _service_retries(base)
+            figures.provider["service_retries"] = await _service_metric(
+                base, "threadkeeper_provider_retries_total"
+            )
+            gc_after = await _service_metric(base, "threadkeeper_gc_seconds_total")
+            if gc_before is not None and gc_after is not None:
+                figures.gc_ms_per_turn = (gc_after - gc_before) / max(figures.turns, 1) * 1000
             return figures
     finally:
         for c in conns:
             c.close()
 
 
-async def _service_retries(base: str) -> float | None:
-    """``threadkeeper_provider_retries_total`` from /metrics (None: not served)."""
+async def _service_metric(base: str, name: str) -> float | None:
+    """The sum of counter ``name`` over its labels, from /metrics (None: not served)."""
     conn = Connection(*endpoint(base))
     try:
         status, body = await conn.request("GET", "/metrics", auth=False)
@@ -343,7 +352,7 @@ async def _service_retries(base: str) -> float | None:
         conn.close()
     total = None
     for line in body.decode().splitlines() if status == 200 else []:
-        if line.startswith("threadkeeper_provider_retries_total"):
+        if line.startswith((f"{name} ", f"{name}{{")):
             total = (total or 0.0) + float(line.rsplit(" ", 1)[1])
     return total
 
@@ -414,17 +423,20 @@ async def langgraph(phase: Phase, seconds: float, drain: float, logs: Path) -> F
 # --- report ----------------------------------------------------------------------------------------
 HEADER = (
     f"{'phase':<31}{'runtime':<14}{'turns/s':>8}{'ideal':>7}{'of ideal':>9}{'added p50':>10}"
-    f"{'added p99':>10}{'PG conns':>9}{'RSS MB':>8}{'CPU ms/turn':>12}{'failed':>8}"
+    f"{'added p99':>10}{'PG conns':>9}{'RSS MB':>8}{'CPU ms/turn':>12}{'GC ms/turn':>11}"
+    f"{'failed':>8}"
     f"{'unfinished':>11}{'retries':>8}"
 )
 
 
 def row(phase: Phase, runtime: str, f: Figures) -> str:
     conns = "n/a" if f.pg_connections is None else str(f.pg_connections)
+    gc_ms = "n/a" if f.gc_ms_per_turn is None else f"{f.gc_ms_per_turn:.1f}"
     return (
         f"{phase.name:<31}{runtime:<14}{f.turns_per_second:>8.1f}{phase.ideal:>7.0f}"
         f"{f.turns_per_second / phase.ideal:>9.0%}{f.added_p50_ms:>8.0f}ms{f.added_p99_ms:>8.0f}ms"
-        f"{conns:>9}{f.rss_mb:>8.0f}{f.cpu_ms_per_turn:>12.1f}{f.failed:>8}{f.unfinished:>11}"
+        f"{conns:>9}{f.rss_mb:>8.0f}{f.cpu_ms_per_turn:>12.1f}{gc_ms:>11}{f.failed:>8}"
+        f"{f.unfinished:>11}"
         f"{f.provider.get('retries', 0):>8}"
     )
 

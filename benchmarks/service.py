@@ -53,7 +53,9 @@ def serve(fd: int, kind: str) -> None:
     settings = load_settings()
     # Exactly what `python -m app serve` runs (its HTTP protocol, timeouts, streams ended at
     # shutdown), on the given socket.
-    build_server(create_app(settings), settings.http, fd=fd, timeout_graceful_shutdown=10).run()
+    build_server(
+        create_app(settings), settings.http, owns_process=True, fd=fd, timeout_graceful_shutdown=10
+    ).run()
 
 
 def service_env(database_url: str, workdir: str, *, worker: bool = False) -> dict[str, str]:

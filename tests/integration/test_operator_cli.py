@@ -98,11 +98,20 @@ async def test_access_log_names_the_principal_and_the_error_code(
         assert anonymous.status_code == 401
         ok = await client.get("/v1/threads", headers=AUTH)
         assert ok.status_code == 200
-    access = {}
+        metrics = (await client.get("/metrics")).text
+    access, gc_policy = {}, []
     for line in log_file.read_text().splitlines():
         event = json.loads(line) if line.startswith("{") else {}
         if event.get("event") == "http_request":
             access[event["request_id"]] = event
+        if event.get("event") == "serving_gc":
+            gc_policy.append(event)
+    # The serving process's GC policy (app/gc_policy.py): its startup heap frozen once, after the
+    # container was built, and its collections timed.
+    assert len(gc_policy) == 1, gc_policy
+    assert gc_policy[0]["frozen_objects"] > 100_000
+    assert gc_policy[0]["thresholds"][0] > 700
+    assert 'threadkeeper_gc_seconds_total{generation="2"}' in metrics
     assert access[missing.headers["x-request-id"]]["principal"] == "alice"
     assert access[missing.headers["x-request-id"]]["error"] == "not_found"
     assert access[anonymous.headers["x-request-id"]]["principal"] is None

@@ -11,13 +11,24 @@ chunks (or the completion) over as the plain dicts they were decoded into. Every
 the SDK's own: the HTTP client and its connection pool, authentication, timeouts, and the error
 mapping (a 429 is still ``openai.RateLimitError`` with its response and headers, which the retry
 middleware and the run's diagnostics read). Any other use of the resource goes to the original.
+
+A stream's chunks that one read of the response brought together are merged where they only
+extend the text or a tool call's arguments (app/agents/stream_coalescing.py), before
+langchain-openai turns each into a message chunk.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from openai import APIConnectionError, APITimeoutError, AsyncStream
+from openai._httpx2 import request_exceptions, timeout_exceptions
+from openai._streaming import ServerSentEvent, SSEDecoder, _SSELineDecoder
+
+from app.agents.stream_coalescing import coalesce
 
 #: ``create()`` keyword arguments that are request options, not body fields.
 _OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
@@ -26,14 +37,18 @@ _OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
 class LeanCompletions:
     """``chat.completions`` whose ``create`` skips the param transform and chunk typing."""
 
+    #: How a stream is read (``AsyncStream[object]``: a chunk per event, as the SDK reads it;
+    #: ``benchmarks/provider_client.py`` compares the two).
+    stream_cls: type[AsyncStream[object]]
+
     def __init__(self, resource: Any) -> None:
         self._resource = resource
+        self.stream_cls = CoalescingStream
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._resource, name)
 
     async def create(self, **payload: Any) -> Any:
-        from openai import AsyncStream
         from openai._base_client import make_request_options
 
         options = {k: payload.pop(k) for k in _OPTIONS if k in payload}
@@ -44,8 +59,65 @@ class LeanCompletions:
             options=make_request_options(**options, security={"bearer_auth": True}),
             cast_to=object,  # the decoded JSON as it is
             stream=stream,
-            stream_cls=AsyncStream[object],
+            stream_cls=self.stream_cls,
         )
+
+
+class CoalescingStream(AsyncStream[object]):
+    """The SDK's stream of decoded chunks, read a response read at a time: the events one read
+    completed are decoded together and their chunks coalesced. The SDK's ``__stream__`` does the
+    rest as for any stream (``[DONE]``, an ``error`` chunk raised as ``APIError``, the response
+    closed at the end); its SSE line and event decoders are used as they are (private names,
+    pinned by uv.lock and run by the tests)."""
+
+    async def _iter_events(self) -> AsyncIterator[ServerSentEvent]:
+        lines, events = _SSELineDecoder(), SSEDecoder()
+        try:
+            async for data in self.response.aiter_bytes():
+                for event in _coalesced(list(events._decode_lines(lines.feed(data)))):
+                    yield event
+            for event in events._decode_lines(lines.finish()):
+                yield event
+        except timeout_exceptions() as err:
+            raise APITimeoutError(request=self.response.request) from err
+        except request_exceptions() as err:
+            raise APIConnectionError(request=self.response.request) from err
+
+
+class _Decoded(ServerSentEvent):
+    """An event whose data was decoded here (``json`` hands over the object, coalesced)."""
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        super().__init__(data="{}")
+        self._value = value
+
+    def json(self) -> Any:
+        return self._value
+
+
+def _coalesced(events: list[ServerSentEvent]) -> Iterator[ServerSentEvent]:
+    """``events`` in order, runs of unnamed chunk events decoded and coalesced; anything else
+    (``[DONE]``, a named event, data that is no JSON object) as it came."""
+    run: list[dict[str, Any]] = []
+    for event in events:
+        value = _chunk(event)
+        if value is not None:
+            run.append(value)
+            continue
+        yield from map(_Decoded, coalesce(run))
+        run = []
+        yield event
+    yield from map(_Decoded, coalesce(run))
+
+
+def _chunk(event: ServerSentEvent) -> dict[str, Any] | None:
+    if event.event is not None or not event.data.startswith("{"):
+        return None
+    try:
+        value = json.loads(event.data)
+    except ValueError:
+        return None  # the SDK's own decoding raises as it always did
+    return value if isinstance(value, dict) and not value.get("error") else None
 
 
 def lean(model: BaseChatModel) -> BaseChatModel:

@@ -1,5 +1,5 @@
 """benchmarks/provider_client.py must keep working: a tiny run prints both clients' CPU per call
-and their ratio. Speed is not asserted here (it lives in the benchmark's output)."""
+and their ratio, then a chunk per event against coalesced chunks. Speed is not asserted here (it lives in the benchmark's output)."""
 
 from __future__ import annotations
 
@@ -18,3 +18,6 @@ async def test_provider_client_benchmark_prints_both_clients(database_url: str) 
         timeout=300,
     )
     side_by_side(text, ["httpx2 (SDK default)", "aiohttp"], "CPU ms/call", "aiohttp / httpx2")
+    side_by_side(
+        text, ["a chunk per event", "coalesced"], "CPU ms/call", "coalesced / a chunk per event"
+    )

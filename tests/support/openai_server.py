@@ -470,6 +470,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         owner = self.server.owner
+        if owner.burst and p.drop_after is None:
+            frames = [p.chunk({"role": "assistant", "content": ""})]
+            frames += [p.chunk(delta) for delta in p.deltas] + p.closing()
+            data = b"".join(f"data: {json.dumps(frame)}\n\n".encode() for frame in frames)
+            self._write_chunk(data + b"data: [DONE]\n\n")
+            self._write_chunk(b"")
+            return True
         first, gap = p.timing(owner.latency)
         # Each piece is due at its time from the start (a late wake-up is not added to the next
         # wait), so a completion takes ``latency`` however busy the machine.
@@ -585,6 +592,9 @@ class OpenAICompatibleServer:
         self._apart = served_apart
         #: At most this many streamed text pieces per reply (None: one per word).
         self.max_pieces: int | None = None
+        #: A streamed reply's frames in one write (a provider that batched them, or a reader
+        #: that fell behind): the client reads them together. Without ``latency`` only.
+        self.burst = False
         #: Like a real provider: a request with an assistant tool call whose result does not
         #: follow it is refused with HTTP 400 (after being recorded in ``requests``).
         self.require_tool_results = require_tool_results

@@ -23,7 +23,8 @@ Printed per phase and runtime: turns/s and the ideal (threads / the provider's t
 the latency added over the provider's own time per turn (p50/p99 of accepted -> finished:
 the database's clock for Threadkeeper, the client's for LangGraph), the most PostgreSQL
 connections the service held (``pg_stat_activity``, its ``threadkeeper-*`` application names),
-the most RSS of the serving process (tree), its CPU per turn, runs that failed or did not finish
+the most RSS of the serving process (tree), its CPU per turn, the time its garbage collector
+took per turn (``threadkeeper_gc_seconds_total``), runs that failed or did not finish
 within ``--drain`` seconds after the window, and retries as the provider saw them (a request whose
 body is the same as one it answered with a fault).
 """

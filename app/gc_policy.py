@@ -8,7 +8,7 @@ rows), so CPython's default of a young collection every 700 allocations ran one 
 Measured in the single layout at 100 concurrent provider-path turns (``benchmarks/providers.py``,
 docs/benchmarks.md): the collector took ~6 ms of a turn's ~40 ms of CPU (a full collection
 every ~3 s at ~100 ms, the event loop standing still each time); frozen and with young
-collections every 20,000 allocations, ~2 ms.
+collections every 20,000 allocations, 1.0-1.2 ms.
 
 Only for a process that is the service (``python -m app serve``, ``python -m app worker``): a
 frozen object is never collected, so a process that builds and drops apps (the tests) must not

@@ -58,6 +58,7 @@ from benchmarks.service import (
     server_pid,
     service_env,
     wait_http_ready,
+    worker_process,
 )
 from benchmarks.turns_driver import completions, database
 from benchmarks.turns_reference import (
@@ -277,8 +278,16 @@ async def closed_loop(
 
 # --- Threadkeeper --------------------------------------------------------------------------------
 async def threadkeeper(
-    phase: Phase, server: str, seconds: float, drain: float, extra: dict[str, str], logs: Path
+    phase: Phase,
+    server: str,
+    seconds: float,
+    drain: float,
+    extra: dict[str, str],
+    logs: Path,
+    workers: int = 0,
 ) -> Figures:
+    """The single layout's phase; ``workers`` more ``python -m app worker`` processes beside it
+    (``--extra-workers``: what another process per core would give; their CPU counts too)."""
     with provider(phase, logs / "provider.log") as base_v1:
         await wait_provider(base_v1)
         async with database(server) as url:
@@ -291,15 +300,33 @@ async def threadkeeper(
                 **extra,
             }
             try:
-                with app_server("service", env, logs / "service.log") as base:
+                with (
+                    app_server("service", env, logs / "service.log") as base,
+                    (logs / "workers.log").open("ab") as worker_log,
+                    contextlib.ExitStack() as stack,
+                ):
                     await wait_http_ready(base, "/ready", time.monotonic() + READY_SECONDS)
-                    return await _drive_threadkeeper(phase, base, base_v1, url, seconds, drain)
+                    pids = [
+                        stack.enter_context(
+                            worker_process(env, tempfile.mkdtemp(dir=workdir), worker_log)
+                        ).pid
+                        for _ in range(workers)
+                    ]
+                    return await _drive_threadkeeper(
+                        phase, base, base_v1, url, seconds, drain, pids
+                    )
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
 
 
 async def _drive_threadkeeper(
-    phase: Phase, base: str, base_v1: str, url: str, seconds: float, drain: float
+    phase: Phase,
+    base: str,
+    base_v1: str,
+    url: str,
+    seconds: float,
+    drain: float,
+    workers: list[int],
 ) -> Figures:
     pid = server_pid(base)
     threads = await create_threads(base, phase.threads + 1)
@@ -328,7 +355,7 @@ async def _drive_threadkeeper(
                     seconds,
                     drain,
                     one,
-                    lambda: process_cpu_seconds(pid),
+                    lambda: sum(map(process_cpu_seconds, [pid, *workers])),
                 )
             figures.rss_mb, figures.pg_connections = sampler.rss_mb, sampler.connections
             figures.provider = _difference(await provider_stats(base_v1), before)
@@ -442,12 +469,14 @@ def row(phase: Phase, runtime: str, f: Figures) -> str:
     )
 
 
-def report(results: list[tuple[Phase, Figures | None, Figures | None]]) -> None:
+def report(
+    results: list[tuple[Phase, Figures | None, Figures | None]], tk_name: str = "threadkeeper"
+) -> None:
     print("\nproviders (closed loop, single layout, default settings)")
     print(HEADER)
     for phase, tk, lg in results:
         if tk is not None:
-            print(row(phase, "threadkeeper", tk))
+            print(row(phase, tk_name, tk))
         if lg is not None:
             print(row(phase, "langgraph", lg))
         if tk is not None and lg is not None and lg.turns_per_second:
@@ -470,8 +499,15 @@ async def main() -> None:
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=VALUE for Threadkeeper's service"
     )
+    parser.add_argument(
+        "--extra-workers",
+        type=int,
+        default=0,
+        help="more `python -m app worker` processes beside the single layout's (CPU summed)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: small and short")
     args = parser.parse_args()
+    tk_name = "threadkeeper" + (f"+{args.extra_workers}w" if args.extra_workers else "")
     if args.quick:
         args.phases, args.seconds, args.drain = "10@0.2,10@0.2/0.2", 4.0, 60.0
     extra = dict(item.split("=", 1) for item in args.env)
@@ -483,14 +519,16 @@ async def main() -> None:
     for phase in (Phase.parse(p) for p in args.phases.split(",")):
         tk = lg = None
         if "threadkeeper" in runtimes:
-            tk = await threadkeeper(phase, server, args.seconds, args.drain, extra, logs)
-            print(row(phase, "threadkeeper", tk), flush=True)
+            tk = await threadkeeper(
+                phase, server, args.seconds, args.drain, extra, logs, args.extra_workers
+            )
+            print(row(phase, tk_name, tk), flush=True)
         if "langgraph" in runtimes:
             lg = await langgraph(phase, args.seconds, args.drain, logs)
             if lg is not None:
                 print(row(phase, "langgraph", lg), flush=True)
         results.append((phase, tk, lg))
-    report(results)
+    report(results, tk_name)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import asyncpg
 import structlog
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics
@@ -219,7 +218,7 @@ class RunClaims:
                     superseded=picked.previous_error == SUPERSEDED.code,
                     options=options_of(payload),
                 )
-        except (IntegrityError, asyncpg.IntegrityConstraintViolationError):
+        except asyncpg.IntegrityConstraintViolationError:  # the claim runs on the driver
             # Belt and braces: the partial unique index "one active run per thread" refused.
             log.info("claim_lost_race")
             return _LOST

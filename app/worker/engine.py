@@ -141,9 +141,6 @@ class RunWorker:
             with contextlib.suppress(Exception):
                 await self.claims.announce()
 
-    def wake(self) -> None:
-        self._wake.set()
-
     def notified(self) -> None:
         """The listener delivered a work notification (or came up or went down)."""
         self._notified_at = asyncio.get_running_loop().time()

@@ -26,7 +26,7 @@ async def test_a_wakeup_during_a_claim_round_starts_another_round() -> None:
     async def claim() -> bool:
         rounds.append(asyncio.get_running_loop().time())
         if len(rounds) == 1:
-            worker.wake()  # e.g. NOTIFY of a message the claim query just missed
+            worker.notified()  # the NOTIFY of a message the claim query just missed
         else:
             second_round.set()
         return False

@@ -40,6 +40,15 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from app.db import checkpoint_codec, checkpoint_delta
 from app.db.checkpoint_prune import has_deltas, keep_latest, keep_turns
+from app.db.checkpoint_sql import (
+    INSERT_BLOB_SQL,
+    INSERT_WRITE_SQL,
+    PUT_CHECKPOINT_SQL,
+    PUT_WRITES_SQL,
+    UPSERT_CHECKPOINT_SQL,
+    put_checkpoint_params,
+    put_writes_params,
+)
 from app.db.session import needs_ping
 
 log = structlog.get_logger(__name__)
@@ -50,46 +59,6 @@ _T = TypeVar("_T")
 #: ``thread_id``, and the indexes cost ~1.8 KB of WAL per trivial turn. Alembic's 0008_i23_wal drops
 #: them where an earlier version created them.
 MIGRATIONS = ["SELECT 1;" if "_thread_id_idx" in m else m for m in AsyncPostgresSaver.MIGRATIONS]
-# Inserts as ``INSERT ... SELECT ... WHERE NOT EXISTS`` instead of upstream's ``ON CONFLICT``: a
-# speculative insertion (any ON CONFLICT insert) writes a HEAP_CONFIRM record besides the row,
-# ~0.9 KB of WAL per trivial turn over the three tables. Same parameters, in the same order, as
-# upstream's statements. Two writers racing on one key get a unique violation instead, and the
-# write is redone with upstream's statements (``_write``), so the outcome is upstream's.
-INSERT_BLOB_SQL = """
-    INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT * FROM (VALUES (%s, %s, %s, %s, %s, %s::bytea))
-        AS v (thread_id, checkpoint_ns, channel, version, type, blob)
-    WHERE NOT EXISTS (
-        SELECT 1 FROM checkpoint_blobs b
-        WHERE b.thread_id = v.thread_id AND b.checkpoint_ns = v.checkpoint_ns
-            AND b.channel = v.channel AND b.version = v.version
-    )
-"""
-UPSERT_CHECKPOINT_SQL = """
-    WITH v (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-        AS (VALUES (%s, %s, %s, %s, %s::jsonb, %s::jsonb)),
-    updated AS (
-        UPDATE checkpoints c SET checkpoint = v.checkpoint, metadata = v.metadata FROM v
-        WHERE c.thread_id = v.thread_id AND c.checkpoint_ns = v.checkpoint_ns
-            AND c.checkpoint_id = v.checkpoint_id
-        RETURNING 1
-    )
-    INSERT INTO checkpoints
-        (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-    SELECT * FROM v WHERE NOT EXISTS (SELECT 1 FROM updated)
-"""
-INSERT_WRITE_SQL = """
-    INSERT INTO checkpoint_writes
-        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-    SELECT * FROM (VALUES (%s, %s, %s, %s, %s, %s::integer, %s, %s, %s::bytea))
-        AS v (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-    WHERE NOT EXISTS (
-        SELECT 1 FROM checkpoint_writes w
-        WHERE w.thread_id = v.thread_id AND w.checkpoint_ns = v.checkpoint_ns
-            AND w.checkpoint_id = v.checkpoint_id AND w.task_id = v.task_id AND w.idx = v.idx
-    )
-"""
-
 #: ``pg_advisory_lock`` key held around the saver's setup (any constant unique to this purpose).
 SETUP_LOCK_KEY = 0x546B_436B_7074  # "TkCkpt"
 
@@ -158,8 +127,9 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Upstream's ``aput`` (blobs and the checkpoint row in one pipeline), with list channels
-        written as deltas where that is safe (app/db/checkpoint_delta.py)."""
+        """Upstream's ``aput`` (the changed channels' blobs and the checkpoint row, here in one
+        statement: app/db/checkpoint_sql.py), with list channels written as deltas where that is
+        safe (app/db/checkpoint_delta.py)."""
         configurable = config["configurable"]
         thread_id, checkpoint_ns = configurable["thread_id"], configurable["checkpoint_ns"]
         parent_id = configurable.get("checkpoint_id")
@@ -193,11 +163,12 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
             Jsonb(row),
             Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         )
+        fallback = [
+            (INSERT_BLOB_SQL, self.UPSERT_CHECKPOINT_BLOBS_SQL, rows),
+            (UPSERT_CHECKPOINT_SQL, self.UPSERT_CHECKPOINTS_SQL, [checkpoint_row]),
+        ]
         await self._write(
-            [
-                (INSERT_BLOB_SQL, self.UPSERT_CHECKPOINT_BLOBS_SQL, rows),
-                (UPSERT_CHECKPOINT_SQL, self.UPSERT_CHECKPOINTS_SQL, [checkpoint_row]),
-            ]
+            (PUT_CHECKPOINT_SQL, put_checkpoint_params(rows, checkpoint_row)), fallback
         )
         self._remember(thread_id, checkpoint_ns, parent_id, checkpoint["id"], written)
         return {
@@ -215,7 +186,8 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Upstream's ``aput_writes``, its plain inserts without a speculative insertion."""
+        """Upstream's ``aput_writes``, its plain inserts without a speculative insertion, in one
+        statement."""
         if all(w[0] in WRITES_IDX_MAP for w in writes):  # upstream's upsert: rare, kept as is
             await super().aput_writes(config, writes, task_id, task_path)
             return
@@ -230,22 +202,40 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
             task_path,
             writes,
         )
-        await self._write([(INSERT_WRITE_SQL, self.INSERT_CHECKPOINT_WRITES_SQL, params)])
+        if not params:
+            return
+        await self._write(
+            (PUT_WRITES_SQL, put_writes_params(params)),
+            [(INSERT_WRITE_SQL, self.INSERT_CHECKPOINT_WRITES_SQL, params)],
+        )
 
-    async def _write(self, statements: list[tuple[str, str, Sequence[Sequence[Any]]]]) -> None:
-        """``(statement, upstream's statement, rows)`` in one pipeline (one implicit
-        transaction); on a unique violation (a concurrent writer of the same key) all again with
-        upstream's ``ON CONFLICT`` statements."""
+    #: Send a statement per row in a pipeline instead of one statement (app/db/checkpoint_sql.py;
+    #: for ``benchmarks/checkpoint_writes.py``'s side-by-side).
+    row_statements: bool = False
+
+    async def _write(
+        self,
+        statement: tuple[str, dict[str, Any]],
+        rows: Sequence[tuple[str, str, Sequence[Sequence[Any]]]],
+    ) -> None:
+        """``statement`` (one, atomic), or with ``row_statements`` ``rows``' statements (``(per-row
+        statement, upstream's statement, rows)``) in one pipeline (one implicit transaction); on
+        a unique violation (a concurrent writer of the same key) all again with upstream's ``ON
+        CONFLICT`` statements."""
         try:
+            if not self.row_statements:
+                async with self._cursor() as cur:
+                    await cur.execute(*statement)
+                return
             async with self._cursor(pipeline=True) as cur:
-                for sql, _, rows in statements:
-                    if rows:
-                        await cur.executemany(sql, rows)
+                for sql, _, values in rows:
+                    if values:
+                        await cur.executemany(sql, values)
         except UniqueViolation:
             async with self._cursor(pipeline=True) as cur:
-                for _, upstream, rows in statements:
-                    if rows:
-                        await cur.executemany(upstream, rows)
+                for _, upstream, values in rows:
+                    if values:
+                        await cur.executemany(upstream, values)
 
     def _dump_changed(
         self,

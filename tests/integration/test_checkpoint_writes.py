@@ -1,5 +1,6 @@
-"""The saver's inserts without a speculative insertion (app/db/checkpointer.py): upstream's
-outcome, including a re-put of the same checkpoint and a writer racing on the same key."""
+"""The saver's inserts without a speculative insertion (app/db/checkpointer.py, one statement
+per checkpoint and per task's writes: app/db/checkpoint_sql.py): upstream's outcome, including a
+re-put of the same checkpoint and a writer racing on the same key."""
 
 from __future__ import annotations
 
@@ -21,9 +22,14 @@ pytestmark = pytest.mark.integration
 THREAD = "t-writes"
 
 
-@pytest.fixture
-async def saver(clean_db: str) -> AsyncIterator[BoundedPostgresSaver]:
+@pytest.fixture(params=[False, True], ids=["one-statement", "row-statements"])
+async def saver(
+    clean_db: str, request: pytest.FixtureRequest
+) -> AsyncIterator[BoundedPostgresSaver]:
+    """Each test on both write paths: one statement per checkpoint (the service's) and a
+    statement per row (``benchmarks/checkpoint_writes.py``'s comparison)."""
     async with saver_on_pool(clean_db) as made:
+        made.row_statements = request.param
         yield made
 
 

@@ -2,7 +2,7 @@
 adds, its PostgreSQL connections, memory and CPU per turn, failed runs and retries, beside
 LangGraph's own runtime on the same provider.
 
-Run: ``.venv/bin/python benchmarks/providers.py`` (about 15 minutes; ``--quick`` for a smoke run).
+Run: ``.venv/bin/python benchmarks/providers.py`` (about 20 minutes; ``--quick`` for a smoke run).
 
 The provider is the tests' OpenAI-protocol stub (``tests/support/openai_server.py``) served apart,
 in its own process on one event loop: every completion streams for ``latency`` seconds (a turn
@@ -15,6 +15,9 @@ at 1000, measured with a bare client) counts as added latency for both runtimes.
   default settings (``--env NAME=VALUE`` overrides one), on a fresh, migrated database of the
   server named by ``DATABASE_URL`` / ``TEST_DATABASE_URL``; ``--threads`` threads post at once
   and each posts its next turn when the last one finished (closed loop) for ``--seconds``;
+- ``offline``: the same service and closed loop on the offline extractive model (the same turn
+  shape: a ``query_kb`` call, then an answer; no provider, no latency): the CPU a turn costs
+  without the model calls, in the same run (the ratio of the two is printed);
 - LangGraph's runtime (``langgraph dev``, in-memory, installed into ``.venv-lgref``: see
   ``benchmarks/turns_reference.py``) serving the same graph shape on the same provider with the
   OpenAI client's default retries, driven by the same closed loop (``runs.wait``).
@@ -230,10 +233,12 @@ async def closed_loop(
     drain: float,
     one_turn: OneTurn,
     cpu: Callable[[], float],
+    provider_seconds: float | None = None,
 ) -> Figures:
     """Every thread posts at once, then its next turn when the last finished, for ``seconds``;
     turns still running then are waited for at most ``drain`` seconds (their latency counts,
-    not their rate)."""
+    not their rate). Added latency is over ``provider_seconds`` a turn (the phase's unless
+    told: 0 for the offline model)."""
     figures = Figures()
     latencies: list[float] = []
     in_window = 0
@@ -270,7 +275,8 @@ async def closed_loop(
     await asyncio.gather(*pending, return_exceptions=True)
     figures.turns_per_second = in_window / seconds
     figures.cpu_ms_per_turn = (cpu_at_stop[0] - cpu0) / max(in_window, 1) * 1000
-    added = [max(0.0, x - phase.turn_seconds) * 1000 for x in latencies] or [0.0]
+    own = phase.turn_seconds if provider_seconds is None else provider_seconds
+    added = [max(0.0, x - own) * 1000 for x in latencies] or [0.0]
     figures.added_p50_ms = percentile(added, 0.5)
     figures.added_p99_ms = percentile(added, 0.99)
     return figures
@@ -285,9 +291,12 @@ async def threadkeeper(
     extra: dict[str, str],
     logs: Path,
     workers: int = 0,
+    offline: bool = False,
 ) -> Figures:
     """The single layout's phase; ``workers`` more ``python -m app worker`` processes beside it
-    (``--extra-workers``: what another process per core would give; their CPU counts too)."""
+    (``--extra-workers``: what another process per core would give; their CPU counts too).
+    ``offline``: the same turns on the offline extractive model (no provider: the CPU a turn
+    costs without the model calls, in the same run)."""
     with provider(phase, logs / "provider.log") as base_v1:
         await wait_provider(base_v1)
         async with database(server) as url:
@@ -298,6 +307,7 @@ async def threadkeeper(
                 "THREADKEEPER_LLM_API_KEY": "bench-provider-key",
                 "THREADKEEPER_LLM_MODEL": "gpt-test",
                 **extra,
+                **({"THREADKEEPER_LLM_BASE_URL": ""} if offline else {}),
             }
             try:
                 with (
@@ -313,7 +323,7 @@ async def threadkeeper(
                         for _ in range(workers)
                     ]
                     return await _drive_threadkeeper(
-                        phase, base, base_v1, url, seconds, drain, pids
+                        phase, base, base_v1, url, seconds, drain, pids, 0.0 if offline else None
                     )
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -327,6 +337,7 @@ async def _drive_threadkeeper(
     seconds: float,
     drain: float,
     workers: list[int],
+    provider_seconds: float | None = None,
 ) -> Figures:
     pid = server_pid(base)
     threads = await create_threads(base, phase.threads + 1)
@@ -356,6 +367,7 @@ async def _drive_threadkeeper(
                     drain,
                     one,
                     lambda: sum(map(process_cpu_seconds, [pid, *workers])),
+                    provider_seconds,
                 )
             figures.rss_mb, figures.pg_connections = sampler.rss_mb, sampler.connections
             figures.provider = _difference(await provider_stats(base_v1), before)
@@ -470,13 +482,21 @@ def row(phase: Phase, runtime: str, f: Figures) -> str:
 
 
 def report(
-    results: list[tuple[Phase, Figures | None, Figures | None]], tk_name: str = "threadkeeper"
+    results: list[tuple[Phase, Figures | None, Figures | None, Figures | None]],
+    tk_name: str = "threadkeeper",
 ) -> None:
     print("\nproviders (closed loop, single layout, default settings)")
     print(HEADER)
-    for phase, tk, lg in results:
+    for phase, tk, lg, off in results:
         if tk is not None:
             print(row(phase, tk_name, tk))
+        if off is not None:
+            print(row(phase, "offline", off))
+        if tk is not None and off is not None and off.cpu_ms_per_turn:
+            print(
+                f"{'':<31}{'ratio':<14}x{tk.cpu_ms_per_turn / off.cpu_ms_per_turn:.2f} CPU ms/turn"
+                f" (provider path / offline model)"
+            )
         if lg is not None:
             print(row(phase, "langgraph", lg))
         if tk is not None and lg is not None and lg.turns_per_second:
@@ -484,8 +504,8 @@ def report(
                 f"{'':<31}{'ratio':<14}x{tk.turns_per_second / lg.turns_per_second:.2f} turns/s"
                 f" (Threadkeeper / LangGraph)"
             )
-    for phase, tk, lg in results:
-        for name, f in (("threadkeeper", tk), ("langgraph", lg)):
+    for phase, tk, lg, off in results:
+        for name, f in (("threadkeeper", tk), ("offline", off), ("langgraph", lg)):
             if f is not None:
                 print(f"{phase.name} {name}: turns {f.turns}, provider {f.provider}")
 
@@ -495,7 +515,12 @@ async def main() -> None:
     parser.add_argument("--phases", default=PHASES, help="THREADS@LATENCY[/FAULT_RATE],...")
     parser.add_argument("--seconds", type=float, default=30.0, help="closed loop per phase")
     parser.add_argument("--drain", type=float, default=120.0, help="wait for running turns")
-    parser.add_argument("--runtimes", default="threadkeeper,langgraph")
+    parser.add_argument(
+        "--runtimes",
+        default="threadkeeper,offline,langgraph",
+        help="threadkeeper (on the provider), offline (the same turns on the offline model), "
+        "langgraph (its runtime on the provider)",
+    )
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=VALUE for Threadkeeper's service"
     )
@@ -515,19 +540,24 @@ async def main() -> None:
     server = server_from_env()
     logs = Path(tempfile.mkdtemp(prefix="tk_providers_logs_"))
     print(f"server logs: {logs}", flush=True)
-    results: list[tuple[Phase, Figures | None, Figures | None]] = []
+    results: list[tuple[Phase, Figures | None, Figures | None, Figures | None]] = []
     for phase in (Phase.parse(p) for p in args.phases.split(",")):
-        tk = lg = None
+        tk = lg = off = None
         if "threadkeeper" in runtimes:
             tk = await threadkeeper(
                 phase, server, args.seconds, args.drain, extra, logs, args.extra_workers
             )
             print(row(phase, tk_name, tk), flush=True)
+        if "offline" in runtimes:
+            off = await threadkeeper(
+                phase, server, args.seconds, args.drain, extra, logs, args.extra_workers, True
+            )
+            print(row(phase, "offline", off), flush=True)
         if "langgraph" in runtimes:
             lg = await langgraph(phase, args.seconds, args.drain, logs)
             if lg is not None:
                 print(row(phase, "langgraph", lg), flush=True)
-        results.append((phase, tk, lg))
+        results.append((phase, tk, lg, off))
     report(results, tk_name)
 
 

@@ -481,6 +481,10 @@ def row(phase: Phase, runtime: str, f: Figures) -> str:
     )
 
 
+def ratio_line(value: float, what: str, of: str) -> str:
+    return f"{'':<31}{'ratio':<14}x{value:.2f} {what} ({of})"
+
+
 def report(
     results: list[tuple[Phase, Figures | None, Figures | None, Figures | None]],
     tk_name: str = "threadkeeper",
@@ -494,15 +498,19 @@ def report(
             print(row(phase, "offline", off))
         if tk is not None and off is not None and off.cpu_ms_per_turn:
             print(
-                f"{'':<31}{'ratio':<14}x{tk.cpu_ms_per_turn / off.cpu_ms_per_turn:.2f} CPU ms/turn"
-                f" (provider path / offline model)"
+                ratio_line(
+                    tk.cpu_ms_per_turn / off.cpu_ms_per_turn,
+                    "CPU ms/turn",
+                    "provider path / offline model",
+                )
             )
         if lg is not None:
             print(row(phase, "langgraph", lg))
         if tk is not None and lg is not None and lg.turns_per_second:
             print(
-                f"{'':<31}{'ratio':<14}x{tk.turns_per_second / lg.turns_per_second:.2f} turns/s"
-                f" (Threadkeeper / LangGraph)"
+                ratio_line(
+                    tk.turns_per_second / lg.turns_per_second, "turns/s", "Threadkeeper / LangGraph"
+                )
             )
     for phase, tk, lg, off in results:
         for name, f in (("threadkeeper", tk), ("offline", off), ("langgraph", lg)):

@@ -146,3 +146,32 @@ async def test_small_values_are_serialized_on_the_loop_large_ones_in_a_thread(
     assert got is not None
     assert got.checkpoint["channel_values"]["messages"] == messages
     assert [v for _, _, v in got.pending_writes] == [writes[0][1]]
+
+
+async def test_checkpoints_without_blobs_or_with_only_empty_ones_are_stored(
+    saver: BoundedPostgresSaver,
+) -> None:
+    """No changed blob (inline values only), then only an ``empty`` one (a changed channel with
+    no value: an array of one NULL), then both kinds: each checkpoint is stored and read back."""
+    config: Any = _config()
+    steps = [
+        ({"x": 1}, {"x": "a1"}),
+        ({}, {"y": "a2"}),
+        ({"z": [1, 2]}, {"y": "a3", "z": "a1"}),
+    ]
+    for step, (values, versions) in enumerate(steps):
+        checkpoint: Any = dict(empty_checkpoint())
+        checkpoint["id"] = f"1ef00000-0000-6000-8000-00000000001{step}"
+        checkpoint["channel_values"] = values
+        checkpoint["channel_versions"] = versions
+        parent = config["configurable"]["checkpoint_id"]
+        config = await saver.aput(config, checkpoint, {"step": step}, versions)
+        got = await saver.aget_tuple(config)
+        assert got is not None
+        assert got.metadata["step"] == step
+        assert got.checkpoint["channel_values"] == values
+        assert (got.parent_config or {}).get("configurable", {}).get("checkpoint_id") == parent
+    await saver.aput_writes(config, [("a", None), ("__error__", "boom")], "task-x")
+    got = await saver.aget_tuple(config)
+    assert got is not None
+    assert sorted(got.pending_writes) == [("task-x", "__error__", "boom"), ("task-x", "a", None)]

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, delete, func, literal_column, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy import and_, delete, func, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.driver import AnyConnection
 from app.db.models import KbChunk, KbDocument
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
@@ -121,12 +122,26 @@ class KnowledgeBaseRepository:
         return True
 
 
-class KnowledgeBaseSearch:
-    """The search (SearchKnowledgeBase and the ``query_kb`` tool) as one Core statement on a
-    bare connection (autocommit: the read is its own transaction): no ORM session, no BEGIN and
-    ROLLBACK, and only the columns a hit has (not each chunk's ``tsvector``)."""
+#: The search: chunks of ``kb`` of the owner's documents matching the ``or`` tsquery, best
+#: ``ts_rank_cd`` first (ties: chunk id); only the columns a hit has (not each chunk's tsvector).
+SEARCH_SQL = text(
+    """-- search the knowledge base
+    SELECT c.id, c.document_id, c.chunk_index, d.title, d.source, d.url, c.content,
+        ts_rank_cd(c.tsv, to_tsquery('english'::regconfig, :query)) AS rank
+    FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id
+    WHERE c.kb = :kb AND d.owner_id = :owner_id
+        AND c.tsv @@ to_tsquery('english'::regconfig, :query)
+    ORDER BY rank DESC, c.id
+    LIMIT :limit"""
+)
 
-    def __init__(self, conn: AsyncConnection) -> None:
+
+class KnowledgeBaseSearch:
+    """The search (SearchKnowledgeBase and the ``query_kb`` tool) as one statement on a bare
+    connection (autocommit: the read is its own transaction), the driver's on the hot path: no
+    ORM session, no BEGIN and ROLLBACK, no statement built per call."""
+
+    def __init__(self, conn: AnyConnection) -> None:
         self.conn = conn
 
     async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> list[KbHit]:
@@ -135,39 +150,18 @@ class KnowledgeBaseSearch:
         text_query = or_tsquery_text(query)
         if not text_query:
             return []
-        tsq = func.to_tsquery("english", text_query)
-        rank = func.ts_rank_cd(KbChunk.tsv, tsq).label("rank")
-        stmt = (
-            select(
-                KbChunk.id,
-                KbChunk.document_id,
-                KbChunk.chunk_index,
-                KbDocument.title,
-                KbDocument.source,
-                KbDocument.url,
-                KbChunk.content,
-                rank,
-            )
-            .join(KbDocument, KbDocument.id == KbChunk.document_id)
-            .where(
-                KbChunk.kb == kb,
-                KbDocument.owner_id == owner_id,
-                KbChunk.tsv.op("@@")(tsq),
-            )
-            .order_by(literal_column("rank").desc(), KbChunk.id)
-            .limit(limit)
-        )
-        rows = (await self.conn.execute(stmt)).all()
+        params = {"query": text_query, "kb": kb, "owner_id": owner_id, "limit": limit}
+        rows = (await self.conn.execute(SEARCH_SQL, params)).all()
         return [
             KbHit(
-                chunk_id=chunk_id,
-                document_id=document_id,
-                chunk_index=chunk_index,
-                title=title,
-                source=source,
-                url=url,
-                content=content,
-                score=round(float(r), 6),
+                chunk_id=row.id,
+                document_id=row.document_id,
+                chunk_index=row.chunk_index,
+                title=row.title,
+                source=row.source,
+                url=row.url,
+                content=row.content,
+                score=round(float(row.rank), 6),
             )
-            for chunk_id, document_id, chunk_index, title, source, url, content, r in rows
+            for row in rows
         ]

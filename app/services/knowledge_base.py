@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.db.session import autocommit
+from app.db.driver import driver
 from app.domain.errors import NotFound
 from app.repositories.knowledge_base import (
     KbDocumentRow,
@@ -102,9 +102,9 @@ class KnowledgeBaseService:
         return AddedDocument(id=doc.id, kb=kb, title=title, chunks=len(chunks))
 
     async def search(self, *, kb: str, owner_id: str, query: str, limit: int) -> dict[str, Any]:
-        """Best-ranked chunks first, as ``kb_payload``: one statement on a bare connection in
-        autocommit (the read is its own transaction; every agent turn runs one)."""
-        async with autocommit(self.engine) as conn:
+        """Best-ranked chunks first, as ``kb_payload``: one statement on the driver's connection
+        (app/db/driver.py; the read is its own transaction; every agent turn runs one)."""
+        async with driver(self.engine) as conn:
             hits = await KnowledgeBaseSearch(conn).search(
                 kb=kb, owner_id=owner_id, query=query, limit=limit
             )

@@ -147,7 +147,7 @@ async def _reference_search(
 
 
 async def test_search_returns_what_the_session_search_returned(app_factory: AppFactory) -> None:
-    """SearchKnowledgeBase and the query_kb tool's search (one Core statement on a bare
+    """SearchKnowledgeBase and the query_kb tool's search (one statement on the driver's
     connection): the same hits, order, scores and payload as the ORM session's search, per
     owner and knowledge base."""
     words = ["lease", "heartbeat", "worker", "claim", "queue", "thread", "stream", "token"]

@@ -305,11 +305,21 @@ class ModelSettings(_Group, frozen=True, kw_only=True):
     llm_max_retries: int = 6
     llm_retry_max_wait_seconds: float = 60.0
     llm_run_max_retries: int = 12
+    #: Once a stream shows output, pause this long between reads so that what the provider
+    #: streams meanwhile comes in one read and merges (app/agents/stream_coalescing.py): a chunk
+    #: per pause instead of per token, each piece at most this much later. 0: read on at once.
+    llm_stream_gather_seconds: float = 0.05
 
     def __post_init__(self) -> None:
         self._require(
-            "llm_max_retries", "llm_retry_max_wait_seconds", "llm_run_max_retries", strict=False
+            "llm_max_retries",
+            "llm_retry_max_wait_seconds",
+            "llm_run_max_retries",
+            "llm_stream_gather_seconds",
+            strict=False,
         )
+        if self.llm_stream_gather_seconds > 1:
+            raise ValueError(f"{_PREFIX}LLM_STREAM_GATHER_SECONDS must be <= 1")
 
 
 class AgentSettings(_Group, frozen=True, kw_only=True):

@@ -14,11 +14,14 @@ middleware and the run's diagnostics read). Any other use of the resource goes t
 
 A stream's chunks that one read of the response brought together are merged where they only
 extend the text or a tool call's arguments (app/agents/stream_coalescing.py), before
-langchain-openai turns each into a message chunk.
+langchain-openai turns each into a message chunk; once output streams, reads may be paced
+(``gather_seconds``) so that more of them come together.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -28,7 +31,7 @@ from openai import APIConnectionError, APITimeoutError, AsyncStream
 from openai._httpx2 import request_exceptions, timeout_exceptions
 from openai._streaming import ServerSentEvent, SSEDecoder, _SSELineDecoder
 
-from app.agents.stream_coalescing import coalesce
+from app.agents.stream_coalescing import carries_output, coalesce, gather_next
 
 #: ``create()`` keyword arguments that are request options, not body fields.
 _OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
@@ -41,9 +44,9 @@ class LeanCompletions:
     #: ``benchmarks/provider_client.py`` compares the two).
     stream_cls: type[AsyncStream[object]]
 
-    def __init__(self, resource: Any) -> None:
+    def __init__(self, resource: Any, gather_seconds: float = 0.0) -> None:
         self._resource = resource
-        self.stream_cls = CoalescingStream
+        self.stream_cls = paced(gather_seconds)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._resource, name)
@@ -70,18 +73,38 @@ class CoalescingStream(AsyncStream[object]):
     closed at the end); its SSE line and event decoders are used as they are (private names,
     pinned by uv.lock and run by the tests)."""
 
+    #: Seconds to let the next pieces gather before reading on once output streams
+    #: (``gather_next``); 0: read on at once.
+    gather_seconds: float = 0.0
+
     async def _iter_events(self) -> AsyncIterator[ServerSentEvent]:
         lines, events = _SSELineDecoder(), SSEDecoder()
+        started = False
         try:
             async for data in self.response.aiter_bytes():
-                for event in _coalesced(list(events._decode_lines(lines.feed(data)))):
+                out = list(_coalesced(list(events._decode_lines(lines.feed(data)))))
+                for event in out:
                     yield event
+                if self.gather_seconds:
+                    chunks = [e.json() for e in out if isinstance(e, _Decoded)]
+                    started = started or any(map(carries_output, chunks))
+                    if gather_next(chunks, len(chunks) == len(out), started):
+                        await asyncio.sleep(self.gather_seconds)
             for event in events._decode_lines(lines.finish()):
                 yield event
         except timeout_exceptions() as err:
             raise APITimeoutError(request=self.response.request) from err
         except request_exceptions() as err:
             raise APIConnectionError(request=self.response.request) from err
+
+
+@functools.cache
+def paced(gather_seconds: float) -> type[CoalescingStream]:
+    """``CoalescingStream`` pausing ``gather_seconds`` between reads once output streams (one
+    class per value)."""
+    if not gather_seconds:
+        return CoalescingStream
+    return type("PacedStream", (CoalescingStream,), {"gather_seconds": gather_seconds})
 
 
 class _Decoded(ServerSentEvent):
@@ -120,9 +143,10 @@ def _chunk(event: ServerSentEvent) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and not value.get("error") else None
 
 
-def lean(model: BaseChatModel) -> BaseChatModel:
+def lean(model: BaseChatModel, gather_seconds: float = 0.0) -> BaseChatModel:
     """``model`` with a lean ``async_client`` when it is a ``ChatOpenAI`` on chat completions
-    (not the Responses API, which goes its own way); any other model unchanged."""
+    (not the Responses API, which goes its own way), its streams' reads paced by
+    ``gather_seconds``; any other model unchanged."""
     try:
         from langchain_openai import ChatOpenAI
     except ImportError:  # pragma: no cover - a dependency
@@ -134,5 +158,5 @@ def lean(model: BaseChatModel) -> BaseChatModel:
         and not isinstance(client, LeanCompletions)
         and not model.use_responses_api
     ):
-        object.__setattr__(model, "async_client", LeanCompletions(client))
+        object.__setattr__(model, "async_client", LeanCompletions(client, gather_seconds))
     return model

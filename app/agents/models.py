@@ -110,7 +110,8 @@ def build_chat_model(settings: ModelSettings, *, model: str | None = None) -> Ba
             max_retries=0,
             stream_usage=True,
             **client_options(),
-        )
+        ),
+        settings.llm_stream_gather_seconds,
     )
 
 
@@ -124,11 +125,17 @@ def build_summarizer(settings: ModelSettings, compression: CompressionSettings) 
 
 
 def init_provider_model(
-    spec: str, *, base_url: str | None, api_key: str | None, timeout: float
+    spec: str,
+    *,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float,
+    gather_seconds: float = 0.0,
 ) -> BaseChatModel:
     """``provider:model`` through LangChain's ``init_chat_model`` (an agents-file model).
 
-    ``max_retries=0`` as above: retries and overflow recovery are ours.
+    ``max_retries=0`` as above: retries and overflow recovery are ours. ``gather_seconds``:
+    an OpenAI model's stream reads paced (``THREADKEEPER_LLM_STREAM_GATHER_SECONDS``).
     """
     from langchain.chat_models import init_chat_model
 
@@ -140,7 +147,7 @@ def init_provider_model(
     if spec.startswith("openai:"):
         kwargs["stream_usage"] = True
         kwargs.update(client_options())
-    return lean(init_chat_model(spec, **kwargs))
+    return lean(init_chat_model(spec, **kwargs), gather_seconds)
 
 
 def _api_key(spec: AgentSpec) -> str | None:
@@ -164,6 +171,7 @@ def provider_model(spec: AgentSpec, which: str, settings: Settings) -> BaseChatM
             base_url=spec.base_url or None,
             api_key=_api_key(spec),
             timeout=settings.models.llm_timeout_seconds,
+            gather_seconds=settings.models.llm_stream_gather_seconds,
         )
     except AgentsFileError:
         raise

@@ -15,6 +15,12 @@ adds text to text, starts the tool calls of a delta that holds nothing yet, or a
 the same tool call (no other role, call id or name). Anything
 else (a finish, a usage chunk, a second tool call, text after a tool call) stays a chunk of its
 own, in order.
+
+Reads can also be paced: once a stream shows output, the reader may wait a moment before reading
+on (``gather_next``; ``THREADKEEPER_LLM_STREAM_GATHER_SECONDS``), so that what the provider sent
+meanwhile comes in one read and merges. A provider streaming a token every 10-20 ms then costs
+a chunk per pause instead of a chunk per token, for at most that pause of delay per piece; the
+first output and the end of the stream are read as they come.
 """
 
 from __future__ import annotations
@@ -129,3 +135,30 @@ def _adds_nothing(later: dict[str, Any], earlier: dict[str, Any], *keys: str) ->
         for key, value in later.items()
         if key not in keys
     )
+
+
+def carries_output(chunk: dict[str, Any]) -> bool:
+    """Whether ``chunk`` streams something a client shows: text, a refusal or a tool call."""
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and any(
+            delta.get(k) for k in ("content", "refusal", "tool_calls")
+        ):
+            return True
+    return False
+
+
+def ends(chunk: dict[str, Any]) -> bool:
+    """Whether ``chunk`` finishes the stream: a finish reason, or the usage that comes last."""
+    if chunk.get("usage") is not None:
+        return True
+    choices = chunk.get("choices") or ()
+    return any(isinstance(c, dict) and c.get("finish_reason") is not None for c in choices)
+
+
+def gather_next(chunks: list[dict[str, Any]], only_chunks: bool, started: bool) -> bool:
+    """Whether to let the next pieces gather before reading on, after a read that brought
+    ``chunks`` (``only_chunks``: nothing else, such as ``[DONE]``) once the stream ``started``
+    to stream output: never before the first output (the time to first token stays the
+    provider's) nor once the stream ends (its end is read at once)."""
+    return started and only_chunks and not any(map(ends, chunks))

@@ -1,6 +1,7 @@
 """Streamed chunks that arrived together are merged where they only extend the text or one tool
 call's arguments (app/agents/stream_coalescing.py), through the lean OpenAI stream against a
-real local OpenAI-protocol server."""
+real local OpenAI-protocol server; paced reads (``THREADKEEPER_LLM_STREAM_GATHER_SECONDS``) let
+more of them arrive together, never before the first output nor at the end."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from openai._streaming import ServerSentEvent
 
-from app.agents.lean_openai import _coalesced
-from app.agents.models import build_chat_model
+from app.agents.lean_openai import CoalescingStream, _coalesced
+from app.agents.models import build_chat_model, init_provider_model
 from app.agents.provider_http import SharedHttpClient, shared_http_client
-from app.agents.stream_coalescing import coalesce
+from app.agents.stream_coalescing import carries_output, coalesce, ends, gather_next
 from app.config import ModelSettings
 from tests.support.openai_server import OpenAICompatibleServer
 
@@ -130,9 +131,11 @@ async def holder() -> AsyncIterator[SharedHttpClient]:
     await made.aclose()
 
 
-def _model(provider: OpenAICompatibleServer, holder: SharedHttpClient) -> Any:
+def _model(provider: OpenAICompatibleServer, holder: SharedHttpClient, gather: float = 0.0) -> Any:
     with shared_http_client(holder):
-        return build_chat_model(ModelSettings(llm_base_url=provider.base_url))
+        return build_chat_model(
+            ModelSettings(llm_base_url=provider.base_url, llm_stream_gather_seconds=gather)
+        )
 
 
 async def _chunks(model: Any) -> list[AIMessageChunk]:
@@ -173,3 +176,56 @@ async def test_a_tool_call_read_at_once_keeps_its_id_name_and_arguments(
     assert call["name"] == "query_kb" and call["args"] == args and call["id"]
     assert len(chunks) <= 4  # the call, the finish, the usage, langchain's last
     assert chunks[0].tool_call_chunks[0]["args"] == json.dumps(args)
+
+
+def test_reads_are_paced_only_between_the_first_output_and_the_end() -> None:
+    role = _chunk({"role": "assistant", "content": ""})
+    text, call = _chunk({"content": "word"}), _chunk(_call(0, args="{", cid="c1", name="f"))
+    finish, usage = _chunk({}, finish="stop"), {**_chunk({}), "choices": [], "usage": {"x": 1}}
+    assert not carries_output(role) and carries_output(text) and carries_output(call)
+    assert not carries_output(finish) and ends(finish) and ends(usage) and not ends(text)
+    assert not gather_next([role], True, started=False)  # the first output is read at once
+    assert gather_next([text], True, started=True)
+    assert gather_next([], True, started=True)  # a read that completed no event yet
+    assert not gather_next([text, finish], True, started=True)  # the end is read at once
+    assert not gather_next([usage], True, started=True)
+    assert not gather_next([text], False, started=True)  # [DONE] or another event came
+
+
+async def test_paced_reads_bring_a_reply_in_fewer_chunks_with_the_same_text(
+    provider: OpenAICompatibleServer, holder: SharedHttpClient
+) -> None:
+    text = " ".join(f"word{i}" for i in range(8))
+    provider.latency = 0.8  # a piece per word, ~0.1 s apart
+    provider.enqueue_text(text)
+    at_once = await _chunks(_model(provider, holder))
+    provider.enqueue_text(text)
+    gathered = await _chunks(_model(provider, holder, gather=0.35))
+    assert "".join(str(c.content) for c in at_once) == text
+    assert "".join(str(c.content) for c in gathered) == text
+    assert len(at_once) > 8
+    # The first word, then each 0.35 s pause gathers about three more: a few chunks, then the
+    # finish, the usage and langchain's last.
+    assert len(gathered) <= 8, [c.content for c in gathered]
+    assert any(c.usage_metadata for c in gathered)
+
+
+def test_the_setting_paces_every_openai_model_and_is_bounded() -> None:
+    settings = ModelSettings(llm_base_url="http://127.0.0.1:9/v1", llm_stream_gather_seconds=0.2)
+    built = build_chat_model(settings)
+    assert built.async_client.stream_cls.gather_seconds == 0.2  # type: ignore[attr-defined]
+    agents_file = init_provider_model(
+        "openai:gpt-test",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        timeout=5,
+        gather_seconds=0.2,
+    )
+    assert agents_file.async_client.stream_cls.gather_seconds == 0.2  # type: ignore[attr-defined]
+    off = build_chat_model(
+        ModelSettings(llm_base_url="http://127.0.0.1:9/v1", llm_stream_gather_seconds=0)
+    )
+    assert off.async_client.stream_cls is CoalescingStream  # type: ignore[attr-defined]
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="THREADKEEPER_LLM_STREAM_GATHER_SECONDS"):
+            ModelSettings(llm_stream_gather_seconds=bad)

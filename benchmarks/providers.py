@@ -6,9 +6,9 @@ Run: ``.venv/bin/python benchmarks/providers.py`` (about 20 minutes; ``--quick``
 
 The provider is the tests' OpenAI-protocol stub (``tests/support/openai_server.py``) served apart,
 in its own process on one event loop: every completion streams for ``latency`` seconds (a turn
-is two: a ``query_kb`` call, then a 60-word answer in 20 pieces), and ``fault rate`` of them get a
-transient fault (429 with ``Retry-After: 1``, 503 "overloaded", or the connection dropped
-mid-stream). The stub's own overhead on this machine (about 0.3 s per call at 100 streams, 0.9 s
+is two: a ``query_kb`` call, then a 60-word answer in 20 pieces, or ``--pieces``), and ``fault
+rate`` of them get a transient fault (429 with ``Retry-After: 1``, 503 "overloaded", or the
+connection dropped mid-stream). The stub's own overhead on this machine (about 0.3 s per call at 100 streams, 0.9 s
 at 1000, measured with a bare client) counts as added latency for both runtimes. Each phase:
 
 - Threadkeeper, single layout (the worker inside the API process, as ``scripts/serve.sh``),
@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,9 @@ class Phase:
     threads: int
     latency: float
     fault_rate: float = 0.0
+    #: Streamed text pieces of an answer (``--pieces``): 20 (three words each), 60 (a word
+    #: each, as a provider streaming a token per chunk).
+    pieces: int = 20
 
     @property
     def name(self) -> str:
@@ -128,6 +131,7 @@ class Figures:
 def provider(phase: Phase, log_path: Path) -> Iterator[str]:
     """The stub served apart for one phase; its base URL (``.../v1``)."""
     args = ["--latency", str(phase.latency), "--fault-rate", str(phase.fault_rate), "--seed", "7"]
+    args += ["--max-pieces", str(phase.pieces)]
     with log_path.open("ab") as log, child_server(str(OPENAI_STUB), args, {}, stderr=log) as base:
         yield f"{base}/v1"
 
@@ -538,6 +542,12 @@ async def main() -> None:
         default=0,
         help="more `python -m app worker` processes beside the single layout's (CPU summed)",
     )
+    parser.add_argument(
+        "--pieces",
+        type=int,
+        default=20,
+        help="streamed pieces of the 60-word answer (60: a word per chunk, as most providers)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: small and short")
     args = parser.parse_args()
     tk_name = "threadkeeper" + (f"+{args.extra_workers}w" if args.extra_workers else "")
@@ -549,7 +559,7 @@ async def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="tk_providers_logs_"))
     print(f"server logs: {logs}", flush=True)
     results: list[tuple[Phase, Figures | None, Figures | None, Figures | None]] = []
-    for phase in (Phase.parse(p) for p in args.phases.split(",")):
+    for phase in (replace(Phase.parse(p), pieces=args.pieces) for p in args.phases.split(",")):
         tk = lg = off = None
         if "threadkeeper" in runtimes:
             tk = await threadkeeper(

@@ -1,6 +1,6 @@
 """benchmarks/providers.py must keep working: a tiny fault phase (10 threads, 0.2 s per call, 20%
-transient faults) against the service in its single layout, with one more worker process beside
-it (``--extra-workers``), prints its row, with every turn completed and the provider's faults
+transient faults, a word per streamed chunk: ``--pieces 60``) against the service in its single
+layout, with one more worker process beside it (``--extra-workers``), prints its row, with every turn completed and the provider's faults
 ridden out by retries; the same turns on the offline model (``offline``) print theirs, without a
 provider call, and the CPU ratio of the two. Speed is not asserted here (it lives in the
 benchmark's output)."""
@@ -28,7 +28,7 @@ async def test_providers_benchmark_prints_a_fault_phase_ridden_out(database_url:
     text = await run_benchmark(
         "providers.py",
         *("--runtimes", "threadkeeper,offline", "--phases", "10@0.2/0.2"),
-        *("--seconds", "4", "--drain", "60", "--extra-workers", "1"),
+        *("--seconds", "4", "--drain", "60", "--extra-workers", "1", "--pieces", "60"),
         database_url=database_url,
         timeout=300,
     )

@@ -2,8 +2,8 @@
 transient faults, a word per streamed chunk: ``--pieces 60``) against the service in its single
 layout, with one more worker process beside it (``--extra-workers``), prints its row, with every
 turn completed and the provider's faults ridden out by retries; the same turns on the offline
-model (``offline``) print theirs, without a provider call, and the CPU ratio of the two. Speed is not asserted here (it lives in the
-benchmark's output)."""
+model (``offline``) print theirs, without a provider call, and the CPU ratio of the two. Speed
+is not asserted here (it lives in the benchmark's output)."""
 
 from __future__ import annotations
 

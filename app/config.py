@@ -221,10 +221,8 @@ class LimitsSettings(_Group, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         self._require("max_request_bytes")
         self._require("max_streams_per_principal", "max_streams", strict=False)
-        if self.rate_limit_per_second < 0 or self.rate_limit_burst < 1:
-            raise ValueError(
-                "THREADKEEPER_RATE_LIMIT_PER_SECOND must be >= 0 and THREADKEEPER_RATE_LIMIT_BURST >= 1"
-            )
+        self._require("rate_limit_per_second", strict=False)
+        self._require("rate_limit_burst", minimum=1, strict=False)
 
 
 class LoggingSettings(_Group, frozen=True, kw_only=True):
@@ -305,19 +303,12 @@ class ModelSettings(_Group, frozen=True, kw_only=True):
     llm_max_retries: int = 6
     llm_retry_max_wait_seconds: float = 60.0
     llm_run_max_retries: int = 12
-    #: Once a stream shows output, pause this long between reads so that what the provider
-    #: streams meanwhile comes in one read and merges (app/agents/stream_coalescing.py): a chunk
-    #: per pause instead of per token, each piece at most this much later. 0: read on at once.
+    #: Pause between a stream's reads once it shows output, to merge chunks (0: off; <= 1).
     llm_stream_gather_seconds: float = 0.05
 
     def __post_init__(self) -> None:
-        self._require(
-            "llm_max_retries",
-            "llm_retry_max_wait_seconds",
-            "llm_run_max_retries",
-            "llm_stream_gather_seconds",
-            strict=False,
-        )
+        retries = ("llm_max_retries", "llm_retry_max_wait_seconds", "llm_run_max_retries")
+        self._require(*retries, "llm_stream_gather_seconds", strict=False)
         if self.llm_stream_gather_seconds > 1:
             raise ValueError(f"{_PREFIX}LLM_STREAM_GATHER_SECONDS must be <= 1")
 

@@ -115,33 +115,23 @@ def put_checkpoint_params(
     """``PUT_CHECKPOINT_SQL``'s parameters from upstream's rows: the blob rows
     ``(thread_id, ns, channel, version, type, blob)`` and the checkpoint row
     ``(thread_id, ns, id, parent_id, checkpoint, metadata)``."""
-    thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata = checkpoint_row
+    names = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_id", "checkpoint", "metadata")
     return {
-        "thread_id": thread_id,
-        "checkpoint_ns": checkpoint_ns,
-        "checkpoint_id": checkpoint_id,
-        "parent_id": parent_id,
-        "checkpoint": checkpoint,
-        "metadata": metadata,
-        "channels": [r[2] for r in blob_rows],
-        "versions": [r[3] for r in blob_rows],
-        "types": [r[4] for r in blob_rows],
-        "blobs": [r[5] for r in blob_rows],
+        **dict(zip(names, checkpoint_row, strict=True)),
+        **_columns(blob_rows, 2, ("channels", "versions", "types", "blobs")),
     }
 
 
 def put_writes_params(write_rows: list[tuple[Any, ...]]) -> dict[str, Any]:
     """``PUT_WRITES_SQL``'s parameters from upstream's rows (``_dump_writes``: thread, ns,
     checkpoint, task, task path, idx, channel, type, blob; at least one row, all of one task)."""
-    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path = write_rows[0][:5]
+    names = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
     return {
-        "thread_id": thread_id,
-        "checkpoint_ns": checkpoint_ns,
-        "checkpoint_id": checkpoint_id,
-        "task_id": task_id,
-        "task_path": task_path,
-        "idx": [r[5] for r in write_rows],
-        "channels": [r[6] for r in write_rows],
-        "types": [r[7] for r in write_rows],
-        "blobs": [r[8] for r in write_rows],
+        **dict(zip(names, write_rows[0][:5], strict=True)),
+        **_columns(write_rows, 5, ("idx", "channels", "types", "blobs")),
     }
+
+
+def _columns(rows: list[tuple[Any, ...]], first: int, names: tuple[str, ...]) -> dict[str, list]:
+    """The rows' fields from index ``first`` on, one array each (``unnest``'s parameters)."""
+    return {name: [row[i] for row in rows] for i, name in enumerate(names, first)}

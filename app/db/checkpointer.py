@@ -227,15 +227,16 @@ class BoundedPostgresSaver(AsyncPostgresSaver):
                 async with self._cursor() as cur:
                     await cur.execute(*statement)
                 return
-            async with self._cursor(pipeline=True) as cur:
-                for sql, _, values in rows:
-                    if values:
-                        await cur.executemany(sql, values)
+            await self._in_pipeline((sql, values) for sql, _, values in rows)
         except UniqueViolation:
-            async with self._cursor(pipeline=True) as cur:
-                for _, upstream, values in rows:
-                    if values:
-                        await cur.executemany(upstream, values)
+            await self._in_pipeline((upstream, values) for _, upstream, values in rows)
+
+    async def _in_pipeline(self, statements: Iterable[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        """Each ``(statement, rows)`` with rows sent a row at a time, in one pipeline."""
+        async with self._cursor(pipeline=True) as cur:
+            for sql, values in statements:
+                if values:
+                    await cur.executemany(sql, values)
 
     def _dump_changed(
         self,

@@ -8,8 +8,9 @@ The provider is the tests' OpenAI-protocol stub (``tests/support/openai_server.p
 in its own process on one event loop: every completion streams for ``latency`` seconds (a turn
 is two: a ``query_kb`` call, then a 60-word answer in 20 pieces, or ``--pieces``), and ``fault
 rate`` of them get a transient fault (429 with ``Retry-After: 1``, 503 "overloaded", or the
-connection dropped mid-stream). The stub's own overhead on this machine (about 0.3 s per call at 100 streams, 0.9 s
-at 1000, measured with a bare client) counts as added latency for both runtimes. Each phase:
+connection dropped mid-stream). The stub's own overhead on this machine (about 0.3 s per call
+at 100 streams, 0.9 s at 1000, measured with a bare client) counts as added latency for both
+runtimes. Each phase:
 
 - Threadkeeper, single layout (the worker inside the API process, as ``scripts/serve.sh``),
   default settings (``--env NAME=VALUE`` overrides one), on a fresh, migrated database of the
@@ -358,7 +359,6 @@ async def _drive_threadkeeper(
                     return False, 0.0
                 finished, took = await done.wait(str(json.loads(out)["request_id"]))
                 return finished == "completed", took
-                return status == "completed", took
 
             await one(phase.threads, threads[-1], 0)  # a warm-up turn on a thread of its own
             before = await provider_stats(base_v1)
